@@ -1,0 +1,31 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "QueueKit",
+    products: [
+        // The C library: libqueuekit.so, whose exports are the qk_* functions of include/queuekit.h.
+        // (The installable, SONAME'd, static-stdlib build of it is made by CMake.)
+        .library(name: "queuekit", type: .dynamic, targets: ["QueueKit"]),
+        // The Swift library, for Swift programs that `import QueueKit`.
+        .library(name: "QueueKit", targets: ["QueueKit"]),
+    ],
+    targets: [
+        // The C header as a Clang module, so the @_cdecl exports are checked against it and the
+        // tests call the library through it, as C programs do.
+        .systemLibrary(name: "CQueueKit", path: "include"),
+        // Thread-locals and futexes: what Swift cannot express.
+        .target(name: "QueueKitShim", path: "Sources/QueueKitShim", linkerSettings: [.linkedLibrary("bsd")]),
+        .target(
+            name: "QueueKit",
+            dependencies: ["CQueueKit", "QueueKitShim"],
+            path: "Sources/QueueKit"
+        ),
+        .testTarget(
+            name: "QueueKitTests",
+            dependencies: ["QueueKit", "CQueueKit"],
+            path: "Tests/QueueKitTests"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,23 @@
+import CQueueKit
+
+// The general conventions of the C API: version, status text, clock. No logic of their own.
+
+@_cdecl("qk_version") @implementation @_spi(CAPI)
+public func qk_version() -> UnsafePointer<CChar>? {
+    UnsafeRawPointer(QueueKitVersion.string.utf8Start).assumingMemoryBound(to: CChar.self)
+}
+
+@_cdecl("qk_version_number") @implementation @_spi(CAPI)
+public func qk_version_number() -> Int32 {
+    Int32(QueueKitVersion.number)
+}
+
+@_cdecl("qk_strerror") @implementation @_spi(CAPI)
+public func qk_strerror(_ status: Int32) -> UnsafePointer<CChar>? {
+    UnsafeRawPointer(QueueKitError.describe(status).utf8Start).assumingMemoryBound(to: CChar.self)
+}
+
+@_cdecl("qk_now_ns") @implementation @_spi(CAPI)
+public func qk_now_ns() -> UInt64 {
+    MonotonicClock.now()
+}

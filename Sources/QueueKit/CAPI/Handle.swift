@@ -1,0 +1,59 @@
+import Glibc
+
+/// The C handles: each `qk_*_t *` is the address of the Swift object itself.
+///
+/// The object's first word is its class's metadata, which serves as the handle's type tag: a
+/// handle of another QueueKit type (or of a destroyed object whose memory was reused by another
+/// type) is refused with `EINVAL` before anything is dereferenced further. Calls borrow the object
+/// without touching its reference count, so the hot paths stay free of atomic traffic.
+enum Handle {
+    /// The object behind `handle` when it is of type `T`.
+    @inline(__always)
+    static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R {
+        guard let handle, isTagged(handle, as: type) else { return otherwise }
+        return Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
+    }
+
+    /// As `borrow`, for calls that return a status: `EINVAL` for a wrong handle.
+    @inline(__always)
+    static func status<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, _ body: (T) -> Int32) -> Int32 {
+        borrow(handle, as: type, otherwise: EINVAL, body)
+    }
+
+    @inline(__always)
+    static func isTagged<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) -> Bool {
+        UnsafeRawPointer(handle).load(as: UnsafeRawPointer.self) == unsafeBitCast(type, to: UnsafeRawPointer.self)
+    }
+
+    /// A handle that owns one reference to `object` (a constructor's result).
+    static func retained<T: AnyObject>(_ object: T) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passRetained(object).toOpaque())
+    }
+
+    /// A borrowed handle to `object`.
+    static func unretained<T: AnyObject>(_ object: T) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    /// Gives up the reference a `retained` handle owns.
+    static func release<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) {
+        Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle)).release()
+    }
+
+    /// A constructor's failure: `NULL` with `errno` set.
+    static func failure(_ code: Int32) -> OpaquePointer? {
+        errno = code
+        return nil
+    }
+}
+
+/// A C work function, as dispatch's `_f` functions take it.
+typealias CFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void
+
+/// A C work function with its context, callable from Swift closures that must be `@Sendable`.
+struct CWork: @unchecked Sendable {
+    let context: UnsafeMutableRawPointer?
+    let function: CFunction
+
+    @inline(__always) func callAsFunction() { function(context) }
+}

@@ -1,0 +1,33 @@
+import Dispatch
+import QueueKitShim
+
+/// The clock of every QueueKit deadline: nanoseconds on `CLOCK_MONOTONIC`, which wall-clock
+/// changes never move.
+public enum MonotonicClock {
+    /// A deadline that never expires (`QK_FOREVER`).
+    public static let forever: UInt64 = .max
+
+    /// Now, in nanoseconds.
+    @inline(__always)
+    public static func now() -> UInt64 { qkshim_now_ns() }
+
+    /// The deadline `duration` from now (saturating at `forever`).
+    public static func deadline(after duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return now() }
+        let (ns, overflow) = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return forever }
+        let (sum, overflow2) = now().addingReportingOverflow(ns &+ UInt64(attoseconds / 1_000_000_000))
+        return overflow2 || sum == forever ? forever : sum
+    }
+
+    /// The deadline of a `ContinuousClock` instant, mapped onto the monotonic clock.
+    public static func deadline(_ instant: ContinuousClock.Instant) -> UInt64 {
+        deadline(after: ContinuousClock.now.duration(to: instant))
+    }
+
+    /// The deadline of a `DispatchTime` (which is on the same clock on Linux).
+    public static func deadline(_ time: DispatchTime) -> UInt64 {
+        time == .distantFuture ? forever : time.uptimeNanoseconds
+    }
+}

@@ -1,0 +1,285 @@
+import Dispatch
+import Glibc
+import QueueKitShim
+
+/// A dispatch queue that knows its identity: the core of QueueKit's queue-identity registry.
+///
+/// Every `Queue` is registered from birth, so ``Queue/current``, ``isCurrent`` and ``check(_:)``
+/// answer for it with no extra step, through target hierarchies and through `sync` hops.
+/// `sync`, `barrierSync` and `perform` never crash or hang on a queue the calling thread already
+/// holds: they throw ``QueueKitError/wouldDeadlock`` (or run inline, where that is what the caller
+/// meant) instead.
+///
+/// Thread safety: every member may be called from any thread.
+public final class Queue: @unchecked Sendable {
+    /// How a queue runs its blocks.
+    public enum Kind: Int32, Sendable {
+        /// One block at a time, in order.
+        case serial = 0
+        /// Many blocks at once; barrier blocks run alone.
+        case concurrent = 1
+    }
+
+    /// The quality-of-service classes of the global queues, lowest first.
+    public enum QoS: Int32, Sendable, CaseIterable {
+        case background = 0, utility, `default`, userInitiated, userInteractive
+
+        var dispatchClass: DispatchQoS.QoSClass {
+            switch self {
+            case .background: .background
+            case .utility: .utility
+            case .default: .default
+            case .userInitiated: .userInitiated
+            case .userInteractive: .userInteractive
+            }
+        }
+    }
+
+    /// What ``check(_:)`` verifies about the calling thread (dispatch's `DispatchPredicate`).
+    public enum Predicate: Int32, Sendable {
+        /// The thread runs a block of the queue, here or further out (a block waiting in a `sync`).
+        case onQueue = 0
+        /// The thread runs the queue exclusively: a serial queue's block or a barrier block.
+        case onQueueAsBarrier = 1
+        /// The thread runs no block of the queue.
+        case notOnQueue = 2
+    }
+
+    /// The queue's kind.
+    public let kind: Kind
+    /// The queue this one's blocks run on, if it was created with one.
+    public let target: Queue?
+    /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
+    let dispatchQueue: DispatchQueue?
+    /// Main and global queues live forever: retain and release are no-ops on them.
+    let isImmortal: Bool
+    /// The label as a NUL-terminated copy that lives as long as the queue (for `qk_queue_label`).
+    let cLabel: UnsafeMutablePointer<CChar>
+    let specifics = Specifics()
+
+    @inline(__always) var isSerial: Bool { kind == .serial }
+
+    /// The queue's label ("" when anonymous).
+    public var label: String { String(cString: cLabel) }
+
+    /// Creates a queue. A `target` makes its blocks run on that queue.
+    ///
+    /// - Throws: ``QueueKitError/invalidArgument`` when `target` stands for identity only;
+    ///   ``QueueKitError/outOfMemory``.
+    public convenience init(label: String? = nil, kind: Kind = .serial, target: Queue? = nil) throws(QueueKitError) {
+        if let target, target.dispatchQueue == nil { throw .invalidArgument }
+        let dispatchQueue = DispatchQueue(
+            label: label ?? "",
+            attributes: kind == .concurrent ? .concurrent : [],
+            target: target?.dispatchQueue
+        )
+        try self.init(dispatchQueue: dispatchQueue, label: label ?? "", kind: kind, target: target, immortal: false)
+    }
+
+    init(dispatchQueue: DispatchQueue?, label: String, kind: Kind, target: Queue?, immortal: Bool) throws(QueueKitError) {
+        guard let copy = strdup(label) else { throw .outOfMemory }
+        self.cLabel = copy
+        self.kind = kind
+        self.target = target
+        self.dispatchQueue = dispatchQueue
+        self.isImmortal = immortal
+        if let dispatchQueue { DispatchQueue.registerDetection(of: dispatchQueue) }
+    }
+
+    /// A queue that stands for something else in identity checks (a DB queue): blocks can be
+    /// "run on it" only by its owner; submitting work to it is ``QueueKitError/invalidArgument``.
+    static func identity(label: String, kind: Kind) throws(QueueKitError) -> Queue {
+        try Queue(dispatchQueue: nil, label: label, kind: kind, target: nil, immortal: false)
+    }
+
+    deinit {
+        specifics.destroyAll()
+        free(cLabel)
+    }
+
+    // MARK: System queues
+
+    /// The main queue. On the main thread outside any block it is the current queue (until
+    /// `qk_main` hands the main thread over to dispatch).
+    public static let main: Queue = {
+        let main = DispatchQueue.main
+        return try! Queue(dispatchQueue: main, label: main.label, kind: .serial, target: nil, immortal: true)
+    }()
+
+    private static let globals: [Queue] = QoS.allCases.map { qos in
+        let global = DispatchQueue.global(qos: qos.dispatchClass)
+        return try! Queue(dispatchQueue: global, label: global.label, kind: .concurrent, target: nil, immortal: true)
+    }
+
+    /// The global concurrent queue of a QoS class.
+    public static func global(qos: QoS = .default) -> Queue { globals[Int(qos.rawValue)] }
+
+    /// The frame that stands for the main thread being on the main queue outside any block.
+    nonisolated(unsafe) static let mainThreadFrame: UnsafePointer<ExecutionFrame> = {
+        let frame = UnsafeMutablePointer<ExecutionFrame>.allocate(capacity: 1)
+        frame.initialize(to: ExecutionFrame(queue: Queue.main, isExclusive: true, outer: nil))
+        return UnsafePointer(frame)
+    }()
+
+    // MARK: Submitting work
+
+    /// Submits `work` to run later; returns at once.
+    public func async(_ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
+        try submit(barrier: false, work)
+    }
+
+    /// Submits `work` as a barrier: on a concurrent queue it runs alone after the blocks before it.
+    public func barrierAsync(_ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
+        try submit(barrier: true, work)
+    }
+
+    /// Runs `work` on the queue and waits for it, with dispatch's ordering.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread
+    ///   holds the queue exclusively (or a queue it targets), here or further out through `sync`
+    ///   hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
+    ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
+    ///   runs inline: it can never wait behind a pending barrier.
+    public func sync<R>(_ work: () throws -> R) throws -> R {
+        var outcome: Result<R, any Error>?
+        try syncBlock(barrier: false) { outcome = Result { try work() } }.get()
+        return try outcome!.get()
+    }
+
+    /// Runs `work` as a barrier and waits for it.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread runs
+    ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
+    public func barrierSync<R>(_ work: () throws -> R) throws -> R {
+        var outcome: Result<R, any Error>?
+        try syncBlock(barrier: true) { outcome = Result { try work() } }.get()
+        return try outcome!.get()
+    }
+
+    /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
+    /// `check(.onQueue)` holds), otherwise as ``sync(_:)``. It never deadlocks on the queue itself.
+    public func perform<R>(_ work: () throws -> R) throws -> R {
+        var outcome: Result<R, any Error>?
+        try performBlock { outcome = Result { try work() } }.get()
+        return try outcome!.get()
+    }
+
+    /// The shared core of `async` and `barrierAsync`.
+    func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
+        guard let dispatchQueue else { throw .invalidArgument }
+        let exclusive = barrier || isSerial
+        dispatchQueue.async(flags: barrier ? .barrier : []) {
+            ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
+        }
+    }
+
+    /// The shared core of `sync` and `barrierSync`: the deadlock checks, then the inline run or
+    /// the dispatch round trip, each inside a frame whose caller is the current chain.
+    func syncBlock(barrier: Bool, _ work: () -> Void) -> Result<Void, QueueKitError> {
+        guard let dispatchQueue else { return .failure(.invalidArgument) }
+        let caller = ExecutionContext.innermost
+        if caller != nil {
+            if barrier {
+                if ExecutionContext.hold(of: self, from: caller) != .none
+                    || ExecutionContext.holdsTargetExclusively(of: self, from: caller)
+                {
+                    return .failure(.wouldDeadlock)
+                }
+            } else {
+                if ExecutionContext.holdsExclusively(queueOrTargetOf: self, from: caller) {
+                    return .failure(.wouldDeadlock)
+                }
+                if !isSerial && ExecutionContext.hold(of: self, from: caller) == .shared {
+                    ExecutionContext.run(on: self, exclusive: false, outer: caller, work)
+                    return .success(())
+                }
+            }
+        }
+        let exclusive = barrier || isSerial
+        withoutActuallyEscaping(work) { work in
+            let box = UncheckedSendable(work)
+            dispatchQueue.sync(flags: barrier ? .barrier : []) {
+                ExecutionContext.run(on: self, exclusive: exclusive, outer: caller, box.value)
+            }
+        }
+        return .success(())
+    }
+
+    /// The core of `perform`.
+    func performBlock(_ work: () -> Void) -> Result<Void, QueueKitError> {
+        guard dispatchQueue != nil else { return .failure(.invalidArgument) }
+        let caller = ExecutionContext.innermost
+        let hold = ExecutionContext.hold(of: self, from: caller)
+        if hold != .none {
+            ExecutionContext.run(on: self, exclusive: hold == .exclusive, outer: caller, work)
+            return .success(())
+        }
+        return syncBlock(barrier: false, work)
+    }
+
+    // MARK: Identity
+
+    /// The innermost queue whose block the calling thread runs (inside a queue that targets another,
+    /// the inner one); on the main thread outside any block, ``main``; elsewhere `nil`.
+    public static var current: Queue? { ExecutionContext.innermost?.pointee.queue }
+
+    /// The label of ``current``, or `nil` outside any queue.
+    public static var currentLabel: String? { current?.label }
+
+    /// Whether this queue is the current queue or one of its targets.
+    public var isCurrent: Bool {
+        var candidate = ExecutionContext.innermost?.pointee.queue
+        while let queue = candidate {
+            if queue === self { return true }
+            candidate = queue.target
+        }
+        return false
+    }
+
+    /// Whether `predicate` holds for the calling thread, as `dispatch_assert_queue` sees it: also
+    /// when the queue is held further out, by a block waiting in a `sync` on another queue.
+    public func check(_ predicate: Predicate) -> Bool {
+        let hold = ExecutionContext.hold(of: self)
+        switch predicate {
+        case .onQueue: return hold != .none
+        case .onQueueAsBarrier: return hold == .exclusive
+        case .notOnQueue: return hold == .none
+        }
+    }
+
+    /// Aborts with one line naming the expected and the current queue unless `predicate` holds.
+    public func precondition(_ predicate: Predicate) {
+        guard !check(predicate) else { return }
+        Queue.preconditionFailure(expected: "\(predicate.phrase) '\(label)'")
+    }
+
+    static func preconditionFailure(expected: String) -> Never {
+        let current = Queue.current.map { "'\($0.label)'" } ?? "no queue"
+        qkshim_fatal("QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)")
+    }
+}
+
+extension Queue.Predicate {
+    var phrase: String {
+        switch self {
+        case .onQueue: "on queue"
+        case .onQueueAsBarrier: "on queue as barrier"
+        case .notOnQueue: "not on queue"
+        }
+    }
+}
+
+/// Carries a value that is used only while its owner waits, across a `@Sendable` boundary.
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+extension Queue {
+    /// Hands the calling (main) thread to dispatch to run the main queue; never returns. From then
+    /// on the main thread no longer counts as being on the main queue outside its blocks.
+    public static func runMain() -> Never {
+        ExecutionContext.mainThreadReleased = true
+        dispatchMain()
+    }
+}

@@ -1,0 +1,64 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// An error of QueueKit: a POSIX `errno` value, exactly the status the C API returns.
+///
+/// Misuse surfaces as one of these, never as a trap (only the `precondition` calls abort).
+public struct QueueKitError: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The `errno` value (`EINVAL`, `EDEADLK`, …).
+    public let rawValue: Int32
+
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// `EINVAL`: a wrong argument (a queue that is for identity only, a bad enum value, …).
+    public static let invalidArgument = QueueKitError(rawValue: EINVAL)
+    /// `EBUSY`: a try-variant could not acquire; destroying an object in use.
+    public static let busy = QueueKitError(rawValue: EBUSY)
+    /// `ETIMEDOUT`: the deadline passed first.
+    public static let timedOut = QueueKitError(rawValue: ETIMEDOUT)
+    /// `EPERM`: unlocking a lock the calling thread does not hold; a failed check.
+    public static let notPermitted = QueueKitError(rawValue: EPERM)
+    /// `EDEADLK`: the call would deadlock, so it did nothing (the work was not run).
+    public static let wouldDeadlock = QueueKitError(rawValue: EDEADLK)
+    /// `ENOMEM`: out of memory.
+    public static let outOfMemory = QueueKitError(rawValue: ENOMEM)
+
+    /// A static description of any status (0 included), as `qk_strerror` returns it.
+    public static func describe(_ status: Int32) -> StaticString {
+        switch status {
+        case 0: return "success"
+        case EINVAL: return "invalid argument (NULL or wrong-type handle, NULL function or key, bad enum value)"
+        case EBUSY: return "busy: could not acquire without waiting, or the object is in use"
+        case ETIMEDOUT: return "timed out: the deadline passed first"
+        case EPERM: return "not permitted: the calling thread does not hold the lock, or the check failed"
+        case EDEADLK: return "would deadlock: the call did nothing and the work was not run"
+        case ENOMEM: return "out of memory"
+        default: return "unknown QueueKit status"
+        }
+    }
+
+    public var description: String { "QueueKitError(\(rawValue)): \(Self.describe(rawValue))" }
+}
+
+/// Runs a throwing call and turns its outcome into a C status code.
+@inline(__always)
+func status(_ body: () throws(QueueKitError) -> Void) -> Int32 {
+    do {
+        try body()
+        return 0
+    } catch {
+        return error.rawValue
+    }
+}
+
+/// The C status of a core call's outcome.
+@inline(__always)
+func status(_ outcome: Result<Void, QueueKitError>) -> Int32 {
+    switch outcome {
+    case .success: return 0
+    case .failure(let error): return error.rawValue
+    }
+}

@@ -1,0 +1,68 @@
+/*
+ * The platform seam of QueueKit: only what Swift cannot express on Linux (initial-exec
+ * thread-locals, the futex system call). No logic lives here. Nothing here is exported from
+ * libqueuekit.so (the version script keeps only qk_*).
+ */
+#ifndef QUEUEKIT_SHIM_H
+#define QUEUEKIT_SHIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <bsd/string.h> /* strlcpy: libbsd is the project's declared dependency */
+
+#define QKSHIM_TLS __attribute__((tls_model("initial-exec")))
+
+/* The innermost execution frame of the calling thread (see ExecutionFrame.swift). */
+extern __thread void *qkshim_tls_frame QKSHIM_TLS;
+/* A small, non-zero number naming the calling thread; 0 until first asked. */
+extern __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
+
+static inline void *qkshim_frame_get(void) { return qkshim_tls_frame; }
+static inline void qkshim_frame_set(void *frame) { qkshim_tls_frame = frame; }
+
+/* Assigns the calling thread its number (slow path of qkshim_thread_id). */
+uint64_t qkshim_thread_id_assign(void);
+
+/* A non-zero number unique to the calling thread among live threads. */
+static inline uint64_t qkshim_thread_id(void) {
+    uint64_t id = qkshim_tls_thread_id;
+    return id != 0 ? id : qkshim_thread_id_assign();
+}
+
+/* True on the process's main thread (the one whose tid is the pid). */
+bool qkshim_is_main_thread(void);
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+uint64_t qkshim_now_ns(void);
+
+/* Waits while *word == expected, until woken or the absolute CLOCK_MONOTONIC deadline (UINT64_MAX:
+ * none). Returns 0 when woken or the value differed, ETIMEDOUT at the deadline, EINTR spuriously. */
+int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
+
+/* Wakes up to `count` threads waiting on `word`. */
+void qkshim_futex_wake(uint32_t *word, int count);
+
+/* Atomic access to a futex word (sequentially consistent). */
+static inline uint32_t qkshim_atomic_load32(uint32_t *word) {
+    return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+}
+static inline void qkshim_atomic_store32(uint32_t *word, uint32_t value) {
+    __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+}
+static inline uint32_t qkshim_atomic_exchange32(uint32_t *word, uint32_t value) {
+    return __atomic_exchange_n(word, value, __ATOMIC_SEQ_CST);
+}
+
+/* A CPU hint for spin loops. */
+static inline void qkshim_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Prints one line to stderr and aborts: the *_precondition failure path. */
+__attribute__((noreturn)) void qkshim_fatal(const char *message);
+
+#endif

@@ -1,0 +1,57 @@
+#define _GNU_SOURCE
+#include "queuekit_shim.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+__thread void *qkshim_tls_frame QKSHIM_TLS;
+__thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
+
+static uint64_t qkshim_next_thread_id = 0;
+
+uint64_t qkshim_thread_id_assign(void) {
+    uint64_t id = __atomic_add_fetch(&qkshim_next_thread_id, 1, __ATOMIC_RELAXED);
+    qkshim_tls_thread_id = id;
+    return id;
+}
+
+bool qkshim_is_main_thread(void) {
+    return (pid_t)syscall(SYS_gettid) == getpid();
+}
+
+uint64_t qkshim_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
+    struct timespec ts, *timeout = NULL;
+    if (deadline_ns != UINT64_MAX) {
+        ts.tv_sec = (time_t)(deadline_ns / 1000000000u);
+        ts.tv_nsec = (long)(deadline_ns % 1000000000u);
+        timeout = &ts;
+    }
+    /* FUTEX_WAIT_BITSET takes an absolute deadline on CLOCK_MONOTONIC (no FUTEX_CLOCK_REALTIME). */
+    long rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, timeout,
+                      NULL, FUTEX_BITSET_MATCH_ANY);
+    if (rc == 0) return 0;
+    if (errno == EAGAIN) return 0;
+    if (errno == ETIMEDOUT) return ETIMEDOUT;
+    return EINTR;
+}
+
+void qkshim_futex_wake(uint32_t *word, int count) {
+    syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, NULL, NULL, 0);
+}
+
+void qkshim_fatal(const char *message) {
+    fprintf(stderr, "%s\n", message);
+    fflush(stderr);
+    abort();
+}

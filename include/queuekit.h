@@ -1,0 +1,349 @@
+/*
+ * queuekit.h — the C interface of QueueKit.
+ *
+ * QueueKit makes three GCD-era concurrency patterns safe and fast on Linux:
+ *
+ *   1. a queue-identity registry ("which queue am I on?", and checks that say so),
+ *   2. a reentrant DB queue (many readers, one writer, nested calls never deadlock),
+ *   3. a condition lock (NSConditionLock semantics without its crashes, herds and races).
+ *
+ * This header is the reference manual: every declaration is documented right above it.
+ *
+ * Conventions
+ * -----------
+ * - Every function that can fail returns `int`: 0 on success, otherwise a positive errno value
+ *   from <errno.h>, as pthreads do. Constructors return a pointer, or NULL with errno set.
+ *     EINVAL     a NULL or wrong-type handle, a NULL function or key, an out-of-range enum;
+ *     EBUSY      a try-variant could not acquire; destroying an object that is in use;
+ *     ETIMEDOUT  the deadline passed first;
+ *     EPERM      unlocking a lock the calling thread does not hold; a failed qk_queue_check;
+ *     EDEADLK    the call would deadlock, so it did nothing (the function was not run);
+ *     ENOMEM     out of memory.
+ * - Misuse never crashes and never corrupts: a bad argument gets an error code. The only calls
+ *   that abort are the ones named *_precondition; they print one line saying what was expected.
+ * - Handles carry a type tag: passing a handle of another QueueKit type is EINVAL. A handle that
+ *   was destroyed or released to zero must not be used again: the library detects that on a
+ *   best-effort basis only (the memory may be reused), so the behaviour is undefined.
+ * - Work is passed as (void *context, qk_function_t work), like dispatch_async_f.
+ * - Times are uint64_t nanoseconds on CLOCK_MONOTONIC (qk_now_ns()); deadlines are absolute and
+ *   QK_FOREVER never expires. Wall-clock jumps never shorten or lengthen a wait.
+ * - Strings the library returns stay valid as long as their object; strings it copies out use
+ *   strlcpy semantics (the full length is returned, the copy is truncated to the buffer).
+ * - All functions are thread-safe.
+ */
+#ifndef QUEUEKIT_H
+#define QUEUEKIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define QK_EXPORT __attribute__((visibility("default")))
+#define QK_NORETURN __attribute__((noreturn))
+#else
+#define QK_EXPORT
+#define QK_NORETURN
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ========================================================================================== */
+/* Version                                                                                    */
+/* ========================================================================================== */
+
+/** Major version of this header: incompatible API changes. */
+#define QK_VERSION_MAJOR 0
+/** Minor version of this header: compatible additions. */
+#define QK_VERSION_MINOR 1
+/** Patch version of this header: fixes. */
+#define QK_VERSION_PATCH 0
+/** The version as one number: major*10000 + minor*100 + patch. */
+#define QK_VERSION_NUMBER (QK_VERSION_MAJOR * 10000 + QK_VERSION_MINOR * 100 + QK_VERSION_PATCH)
+
+/** The version of the library actually loaded, as "major.minor.patch"; static, never NULL. */
+QK_EXPORT const char *qk_version(void);
+
+/** The version of the library actually loaded, as QK_VERSION_NUMBER computes it. Compare with
+ *  QK_VERSION_NUMBER to detect a header/library mismatch. */
+QK_EXPORT int qk_version_number(void);
+
+/* ========================================================================================== */
+/* Common types, status and time                                                              */
+/* ========================================================================================== */
+
+/** A unit of work: called with the context pointer given alongside it. */
+typedef void (*qk_function_t)(void *context);
+
+/** A deadline that never expires. */
+#define QK_FOREVER 0xFFFFFFFFFFFFFFFFull /* == UINT64_MAX */
+
+/** A static, never-NULL English description of a status returned by any QueueKit function
+ *  (0, one of the errno values above, or anything else, which gets a generic text). */
+QK_EXPORT const char *qk_strerror(int status);
+
+/** Nanoseconds on CLOCK_MONOTONIC: the clock every QueueKit deadline is measured on.
+ *  A deadline for "500 ms from now" is qk_now_ns() + 500000000. */
+QK_EXPORT uint64_t qk_now_ns(void);
+
+/* ========================================================================================== */
+/* 1. Queue-identity registry                                                                 */
+/* ========================================================================================== */
+
+/** An opaque, reference-counted dispatch queue that knows its identity. */
+typedef struct qk_queue qk_queue_t;
+
+/** How a created queue runs its blocks. */
+typedef enum {
+    QK_QUEUE_SERIAL = 0,     /**< one block at a time, in submission order */
+    QK_QUEUE_CONCURRENT = 1  /**< many blocks at once; barrier blocks run alone */
+} qk_queue_kind_t;
+
+/** Quality-of-service classes of the global queues, lowest first. */
+typedef enum {
+    QK_QOS_BACKGROUND = 0,
+    QK_QOS_UTILITY = 1,
+    QK_QOS_DEFAULT = 2,
+    QK_QOS_USER_INITIATED = 3,
+    QK_QOS_USER_INTERACTIVE = 4
+} qk_qos_t;
+
+/** What qk_queue_check and qk_queue_precondition verify about the calling thread. */
+typedef enum {
+    QK_ON_QUEUE = 0,            /**< the thread runs a block of the queue, here or further out */
+    QK_ON_QUEUE_AS_BARRIER = 1, /**< ... and runs it exclusively (serial queue or barrier) */
+    QK_NOT_ON_QUEUE = 2         /**< the thread does not run a block of the queue at all */
+} qk_predicate_t;
+
+/** Creates a queue. `label` may be NULL (the queue is then anonymous, its label ""); it is
+ *  copied. The queue is registered: the identity calls below know it with no extra step.
+ *  Returns a handle holding one reference (release it with qk_queue_release), or NULL with
+ *  errno EINVAL (bad kind) or ENOMEM. */
+QK_EXPORT qk_queue_t *qk_queue_create(const char *label, qk_queue_kind_t kind);
+
+/** Creates a queue whose blocks run on `target` (dispatch's target-queue hierarchy). Inside its
+ *  blocks qk_queue_current() is the new queue, and qk_queue_is_current(target) holds. A NULL
+ *  target is the same as qk_queue_create. The new queue keeps `target` alive.
+ *  Returns NULL with errno EINVAL for a bad kind, a wrong-type target or an identity-only target
+ *  (see qk_dbqueue_queue); ENOMEM. */
+QK_EXPORT qk_queue_t *qk_queue_create_with_target(const char *label, qk_queue_kind_t kind,
+                                                  qk_queue_t *target);
+
+/** The main queue (serial). Never freed. Its blocks run on the main thread while that thread
+ *  is in qk_main(). On the main thread outside any block the main queue is current. */
+QK_EXPORT qk_queue_t *qk_queue_main(void);
+
+/** The global concurrent queue of a QoS class. Never freed; its label is non-empty
+ *  (e.g. "com.apple.root.default-qos"). Returns NULL with errno EINVAL for a bad class. */
+QK_EXPORT qk_queue_t *qk_queue_global(qk_qos_t qos);
+
+/** Adds a reference and returns `queue` (NULL stays NULL). A no-op on main and global queues. */
+QK_EXPORT qk_queue_t *qk_queue_retain(qk_queue_t *queue);
+
+/** Drops a reference; the queue is freed when the last reference is gone and its submitted
+ *  blocks have run (pending blocks keep it alive). NULL, wrong-type handles, the main and
+ *  global queues are no-ops. */
+QK_EXPORT void qk_queue_release(qk_queue_t *queue);
+
+/** The queue's label; never NULL ("" when anonymous, "" for a NULL or wrong-type handle).
+ *  Valid as long as the queue. */
+QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
+
+/** Submits `work(context)` to run on `queue` later; returns at once.
+ *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. */
+QK_EXPORT int qk_queue_async(qk_queue_t *queue, void *context, qk_function_t work);
+
+/** Runs `work(context)` on `queue` and waits for it, keeping dispatch's ordering.
+ *  Where dispatch would crash or hang because of what the calling thread already runs (here or
+ *  further out, through sync hops), returns EDEADLK without running `work`: when the thread
+ *  holds `queue` exclusively (a block of a serial queue, a barrier block of a concurrent one, the
+ *  main queue on the main thread), or holds exclusively a queue that `queue` targets.
+ *  On a concurrent queue whose non-barrier block the thread already runs, `work` runs inline at
+ *  once: it can never wait behind a pending barrier.
+ *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. */
+QK_EXPORT int qk_queue_sync(qk_queue_t *queue, void *context, qk_function_t work);
+
+/** Submits `work(context)` as a barrier: on a concurrent queue it runs alone, after the blocks
+ *  submitted before it; on a serial queue it is the same as qk_queue_async. Returns at once.
+ *  EINVAL: as qk_queue_async. */
+QK_EXPORT int qk_queue_barrier_async(qk_queue_t *queue, void *context, qk_function_t work);
+
+/** Runs `work(context)` as a barrier on `queue` and waits for it. Returns EDEADLK without
+ *  running `work` when the calling thread runs any block of `queue` (here or further out), or
+ *  holds exclusively a queue that `queue` targets. EINVAL: as qk_queue_async. */
+QK_EXPORT int qk_queue_barrier_sync(qk_queue_t *queue, void *context, qk_function_t work);
+
+/** Runs `work(context)` on `queue` now, the safe way: inline when the calling thread is already
+ *  on `queue` (whenever qk_queue_check(queue, QK_ON_QUEUE) holds, so also when `queue` is held
+ *  further out by a waiting sync), otherwise exactly as qk_queue_sync (including its EDEADLK for
+ *  a queue that `queue` targets). It never deadlocks on `queue` itself.
+ *  EINVAL: as qk_queue_async. */
+QK_EXPORT int qk_queue_perform(qk_queue_t *queue, void *context, qk_function_t work);
+
+/** The innermost queue whose block the calling thread is running, through any of the calls
+ *  above, inline or not (inside a queue that targets another, the inner one). On the main
+ *  thread outside any block: qk_queue_main(). Elsewhere outside any block: NULL.
+ *  A borrowed pointer: valid while the block runs; retain it to keep it. */
+QK_EXPORT qk_queue_t *qk_queue_current(void);
+
+/** True when `queue` is the current queue or one of its targets. False for NULL. */
+QK_EXPORT bool qk_queue_is_current(const qk_queue_t *queue);
+
+/** Copies the current queue's label into `buffer` (strlcpy semantics: always NUL-terminated
+ *  when size > 0) and returns the label's full length. Outside any queue the label is "".
+ *  `buffer` may be NULL when `size` is 0, to measure. */
+QK_EXPORT size_t qk_queue_copy_current_label(char *buffer, size_t size);
+
+/** Verifies a predicate about the calling thread, as dispatch_assert_queue does: QK_ON_QUEUE
+ *  also holds when `queue` is held further out, by a block waiting in a sync on another queue.
+ *  Returns 0 when it holds, EPERM when not, EINVAL for a NULL/wrong-type queue or bad predicate. */
+QK_EXPORT int qk_queue_check(const qk_queue_t *queue, qk_predicate_t predicate);
+
+/** As qk_queue_check, but aborts the process when the predicate does not hold (or an argument
+ *  is invalid), after printing one line to stderr naming the expected and the current queue. */
+QK_EXPORT void qk_queue_precondition(const qk_queue_t *queue, qk_predicate_t predicate);
+
+/** Associates `value` with `key` on `queue`, as dispatch_queue_set_specific does. Setting NULL
+ *  removes it. When a value is replaced or removed, or the queue is freed, its `destructor`
+ *  (may be NULL) is called with the old value, possibly asynchronously on another thread.
+ *  EINVAL: NULL/wrong-type queue, NULL key. */
+QK_EXPORT int qk_queue_set_specific(qk_queue_t *queue, const void *key, void *value,
+                                    qk_function_t destructor);
+
+/** The value for `key` on `queue` itself (targets are not consulted); NULL when none, or for a
+ *  NULL queue or key. */
+QK_EXPORT void *qk_queue_get_specific(const qk_queue_t *queue, const void *key);
+
+/** The value for `key` on the current queue, else on its targets in order, as
+ *  dispatch_get_specific does (the queues of sync callers further out are not consulted).
+ *  NULL when none, outside any queue (except on the main thread: the main queue), or for NULL. */
+QK_EXPORT void *qk_get_specific(const void *key);
+
+/** Runs the main queue on the calling (main) thread; never returns. Afterwards the main thread
+ *  no longer counts as being on the main queue outside its blocks. */
+QK_EXPORT QK_NORETURN void qk_main(void);
+
+/* ========================================================================================== */
+/* 2. Reentrant DB queue                                                                      */
+/* ========================================================================================== */
+
+/** An opaque reader/writer queue: many concurrent readers, one writer at a time, writes in FIFO
+ *  order, and nested calls in any order never deadlock. */
+typedef struct qk_dbqueue qk_dbqueue_t;
+
+/** Creates a DB queue; `label` may be NULL. NULL with errno ENOMEM on failure. */
+QK_EXPORT qk_dbqueue_t *qk_dbqueue_create(const char *label);
+
+/** Waits for blocks running on other threads, runs every write already submitted (nothing is
+ *  lost), then frees the queue. EBUSY (nothing done) when called inside a block of this queue;
+ *  EINVAL for NULL/wrong type. Using the handle after destroy began is the caller's bug. */
+QK_EXPORT int qk_dbqueue_destroy(qk_dbqueue_t *db);
+
+/** Runs `work(context)` now, concurrently with other reads and never with a write. A read that is
+ *  not nested in a block of this queue sees every write submitted before the call began. Inside a
+ *  read or write of this queue (also through sync hops via other queues) it runs inline.
+ *  EINVAL: NULL/wrong-type db, NULL work. */
+QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t work);
+
+/** Runs `work(context)` now, exclusively; a write that is not nested runs after every write
+ *  submitted before it. Inside a write (at any depth, also with reads nested in between) it runs
+ *  inline. Inside a read and no write it returns EDEADLK and runs nothing: the upgrade would
+ *  deadlock. EINVAL: NULL/wrong-type db, NULL work. */
+QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t work);
+
+/** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once. Allowed
+ *  anywhere; inside a block of this queue it runs after that block. EINVAL as qk_dbqueue_write. */
+QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_function_t work);
+
+/** Waits until every write submitted before the call has run. EDEADLK inside a block of this
+ *  queue; EINVAL for NULL/wrong type. */
+QK_EXPORT int qk_dbqueue_flush(qk_dbqueue_t *db);
+
+/** The queue that stands for `db` in identity checks (borrowed, lives as long as `db`): inside a
+ *  read or write qk_queue_current() returns it and qk_queue_check(q, QK_ON_QUEUE) holds; inside a
+ *  write QK_ON_QUEUE_AS_BARRIER holds too. It is for identity only: submitting work to it with
+ *  the qk_queue_* calls returns EINVAL. NULL with errno EINVAL for a NULL/wrong-type db. */
+QK_EXPORT qk_queue_t *qk_dbqueue_queue(qk_dbqueue_t *db);
+
+/* ========================================================================================== */
+/* 3. Condition lock                                                                          */
+/* ========================================================================================== */
+
+/** An opaque lock plus an integer condition, with NSConditionLock semantics: waiters are woken
+ *  only when the new state satisfies them, in arrival order; ownership is checked. */
+typedef struct qk_condlock qk_condlock_t;
+
+/** Creates an unlocked lock whose condition is `condition`. NULL with errno ENOMEM on failure. */
+QK_EXPORT qk_condlock_t *qk_condlock_create(intptr_t condition);
+
+/** Frees the lock. EBUSY (nothing done) while it is held or waited on; EINVAL for NULL/wrong
+ *  type. */
+QK_EXPORT int qk_condlock_destroy(qk_condlock_t *lock);
+
+/** Acquires the lock whatever the condition (which it keeps). EDEADLK when the calling thread
+ *  already holds it. */
+QK_EXPORT int qk_condlock_lock(qk_condlock_t *lock);
+
+/** Acquires the lock if it is free, whatever the condition; EBUSY otherwise (also when the
+ *  caller holds it). */
+QK_EXPORT int qk_condlock_trylock(qk_condlock_t *lock);
+
+/** As qk_condlock_lock, giving up at the absolute CLOCK_MONOTONIC `deadline_ns` with ETIMEDOUT
+ *  (not holding the lock). A deadline already past tries once. */
+QK_EXPORT int qk_condlock_lock_until(qk_condlock_t *lock, uint64_t deadline_ns);
+
+/** Returns holding the lock with the condition equal to `condition`, waiting as long as needed.
+ *  EDEADLK when the calling thread already holds the lock. */
+QK_EXPORT int qk_condlock_lock_when(qk_condlock_t *lock, intptr_t condition);
+
+/** Acquires the lock only if it is free and its condition equals `condition`; EBUSY otherwise. */
+QK_EXPORT int qk_condlock_trylock_when(qk_condlock_t *lock, intptr_t condition);
+
+/** As qk_condlock_lock_when, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock).
+ *  A deadline already past tries once. */
+QK_EXPORT int qk_condlock_lock_when_until(qk_condlock_t *lock, intptr_t condition,
+                                          uint64_t deadline_ns);
+
+/** Releases the lock, keeping the condition. EPERM (nothing changed) when the calling thread
+ *  does not hold it. */
+QK_EXPORT int qk_condlock_unlock(qk_condlock_t *lock);
+
+/** Sets the condition and releases the lock in one step: no thread sees the lock free with the
+ *  old condition. Wakes only a waiter the new state satisfies. EPERM when not the holder. */
+QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
+
+/** Acquires the lock, then unlock_with(condition): starts a chain from a thread that does not
+ *  hold the lock. EDEADLK when the calling thread holds it (use unlock_with). */
+QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
+
+/** The current condition, read without a race. 0 for a NULL/wrong-type lock. */
+QK_EXPORT intptr_t qk_condlock_condition(const qk_condlock_t *lock);
+
+/** Names the lock (copied; NULL clears it). Names appear in diagnostics. ENOMEM, EINVAL. */
+QK_EXPORT int qk_condlock_set_name(qk_condlock_t *lock, const char *name);
+
+/** The lock's name, "" when unnamed or for a NULL/wrong-type lock; never NULL. Valid until the
+ *  next qk_condlock_set_name or qk_condlock_destroy. */
+QK_EXPORT const char *qk_condlock_name(const qk_condlock_t *lock);
+
+/** Counters of a condition lock since creation. */
+typedef struct {
+    size_t size;             /**< set by the caller to sizeof(qk_condlock_stats_t) */
+    uint64_t acquisitions;   /**< successful lock and trylock calls of every kind, and each set */
+    uint64_t contended;      /**< acquisitions that had to wait */
+    uint64_t wakeups;        /**< times a waiting thread was woken */
+    uint64_t futile_wakeups; /**< wakeups after which the thread had to wait again */
+    uint64_t timeouts;       /**< timed calls that returned ETIMEDOUT, past deadlines included */
+} qk_condlock_stats_t;
+
+/** Copies the counters into `stats`, writing only the fields that fit in `stats->size` bytes.
+ *  EINVAL for NULL arguments or a size too small to hold `acquisitions`. */
+QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats_t *stats);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* QUEUEKIT_H */
