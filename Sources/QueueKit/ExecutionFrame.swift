@@ -22,20 +22,26 @@ enum Hold: Int, Comparable {
 /// queue): "what does this call tree hold" is answered by walking `outer` links, which no
 /// `dispatch_get_specific` can do.
 struct ExecutionFrame {
-    /// The queue whose block runs (for a DB queue, its identity queue).
-    unowned(unsafe) let queue: Queue
+    /// The queue whose block runs (for a DB queue, its identity queue); unmanaged because the
+    /// call that runs the block keeps the queue alive, and walks must not touch reference counts.
+    let running: Unmanaged<Queue>
     /// Whether the block runs the queue alone.
     let isExclusive: Bool
     /// The frame of the caller that waits for this block, if any.
     let outer: UnsafePointer<ExecutionFrame>?
+
+    init(queue: Queue, isExclusive: Bool, outer: UnsafePointer<ExecutionFrame>?) {
+        self.running = Unmanaged.passUnretained(queue)
+        self.isExclusive = isExclusive
+        self.outer = outer
+    }
+
+    /// The queue whose block runs.
+    var queue: Queue { running.takeUnretainedValue() }
 }
 
 /// The chain of frames of the calling thread, innermost first.
 enum ExecutionContext {
-    /// Set once `qk_main` hands the main thread to dispatch: from then on the main thread is not on
-    /// the main queue outside its blocks.
-    nonisolated(unsafe) static var mainThreadReleased = false
-
     /// The innermost frame of the calling thread. On the main thread outside any block that is
     /// the permanent frame of the main queue (until `qk_main`).
     @inline(__always)
@@ -46,11 +52,25 @@ enum ExecutionContext {
         return mainThreadFrame()
     }
 
-    @inline(never)
+    @inline(__always)
     private static func mainThreadFrame() -> UnsafePointer<ExecutionFrame>? {
-        guard !mainThreadReleased, qkshim_is_main_thread() else { return nil }
-        return Queue.mainThreadFrame
+        guard qkshim_is_main_thread(), !qkshim_main_released_get() else { return nil }
+        if let frame = qkshim_main_frame_get() {
+            return UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
+        }
+        return makeMainThreadFrame()
     }
+
+    @inline(never)
+    private static func makeMainThreadFrame() -> UnsafePointer<ExecutionFrame> {
+        let frame = Queue.mainThreadFrame
+        qkshim_main_frame_set(UnsafeMutableRawPointer(mutating: frame))
+        return frame
+    }
+
+    /// Hands the main thread over to dispatch (`qk_main`): from then on it is not on the main
+    /// queue outside the main queue's blocks.
+    static func releaseMainThread() { qkshim_main_released_set() }
 
     /// Runs `body` as a block of `queue`, inside a new innermost frame whose caller is `outer`.
     @inline(__always)
@@ -72,20 +92,21 @@ enum ExecutionContext {
     /// How the chain starting at `start` holds `queue`, counting the queues each frame's queue
     /// targets (a block of a queue that targets a serial queue holds that queue exclusively).
     static func hold(of queue: Queue, from start: UnsafePointer<ExecutionFrame>?) -> Hold {
+        let wanted = Unmanaged.passUnretained(queue).toOpaque()
         var best = Hold.none
         var next = start
         while let frame = next {
-            let running = frame.pointee.queue
-            if running === queue {
+            let running = frame.pointee.running
+            if running.toOpaque() == wanted {
                 best = max(best, frame.pointee.isExclusive ? .exclusive : .shared)
             } else {
-                var ancestor = running.target
+                var ancestor = running._withUnsafeGuaranteedRef { $0.parent }
                 while let candidate = ancestor {
-                    if candidate === queue {
-                        best = max(best, candidate.isSerial ? .exclusive : .shared)
+                    if candidate.toOpaque() == wanted {
+                        best = max(best, candidate._withUnsafeGuaranteedRef { $0.isSerial } ? .exclusive : .shared)
                         break
                     }
-                    ancestor = candidate.target
+                    ancestor = candidate._withUnsafeGuaranteedRef { $0.parent }
                 }
             }
             if best == .exclusive { return best }
@@ -105,17 +126,18 @@ enum ExecutionContext {
     /// submitted synchronously to `queue` could never start.
     static func holdsExclusively(queueOrTargetOf queue: Queue, from start: UnsafePointer<ExecutionFrame>?) -> Bool {
         guard start != nil else { return false }
-        var candidate: Queue? = queue
+        var candidate: Unmanaged<Queue>? = Unmanaged.passUnretained(queue)
         while let current = candidate {
-            if hold(of: current, from: start) == .exclusive { return true }
-            candidate = current.target
+            let isHeld = current._withUnsafeGuaranteedRef { hold(of: $0, from: start) == .exclusive }
+            if isHeld { return true }
+            candidate = current._withUnsafeGuaranteedRef { $0.parent }
         }
         return false
     }
 
     /// Whether the chain holds `queue`'s targets exclusively (not `queue` itself).
     static func holdsTargetExclusively(of queue: Queue, from start: UnsafePointer<ExecutionFrame>?) -> Bool {
-        guard let target = queue.target else { return false }
-        return holdsExclusively(queueOrTargetOf: target, from: start)
+        guard let target = queue.parent else { return false }
+        return target._withUnsafeGuaranteedRef { holdsExclusively(queueOrTargetOf: $0, from: start) }
     }
 }

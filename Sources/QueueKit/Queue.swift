@@ -49,6 +49,8 @@ public final class Queue: @unchecked Sendable {
     public let kind: Kind
     /// The queue this one's blocks run on, if it was created with one.
     public let target: Queue?
+    /// `target` without reference counting, for the walks on hot paths (`target` keeps it alive).
+    let parent: Unmanaged<Queue>?
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
     let dispatchQueue: DispatchQueue?
     /// Main and global queues live forever: retain and release are no-ops on them.
@@ -81,6 +83,7 @@ public final class Queue: @unchecked Sendable {
         self.cLabel = copy
         self.kind = kind
         self.target = target
+        self.parent = target.map { Unmanaged.passUnretained($0) }
         self.dispatchQueue = dispatchQueue
         self.isImmortal = immortal
         if let dispatchQueue { DispatchQueue.registerDetection(of: dispatchQueue) }
@@ -228,10 +231,12 @@ public final class Queue: @unchecked Sendable {
 
     /// Whether this queue is the current queue or one of its targets.
     public var isCurrent: Bool {
-        var candidate = ExecutionContext.innermost?.pointee.queue
+        guard let frame = ExecutionContext.innermost else { return false }
+        let wanted = Unmanaged.passUnretained(self).toOpaque()
+        var candidate: Unmanaged<Queue>? = frame.pointee.running
         while let queue = candidate {
-            if queue === self { return true }
-            candidate = queue.target
+            if queue.toOpaque() == wanted { return true }
+            candidate = queue._withUnsafeGuaranteedRef { $0.parent }
         }
         return false
     }
@@ -279,7 +284,7 @@ extension Queue {
     /// Hands the calling (main) thread to dispatch to run the main queue; never returns. From then
     /// on the main thread no longer counts as being on the main queue outside its blocks.
     public static func runMain() -> Never {
-        ExecutionContext.mainThreadReleased = true
+        ExecutionContext.releaseMainThread()
         dispatchMain()
     }
 }

@@ -12,6 +12,9 @@
 __thread void *qkshim_tls_frame QKSHIM_TLS;
 __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
 
+void *_Atomic qkshim_main_frame;
+_Atomic bool qkshim_main_released;
+
 static uint64_t qkshim_next_thread_id = 0;
 
 uint64_t qkshim_thread_id_assign(void) {
@@ -20,8 +23,12 @@ uint64_t qkshim_thread_id_assign(void) {
     return id;
 }
 
-bool qkshim_is_main_thread(void) {
-    return (pid_t)syscall(SYS_gettid) == getpid();
+__thread uint8_t qkshim_tls_thread_kind QKSHIM_TLS;
+
+bool qkshim_is_main_thread_assign(void) {
+    bool is_main = (pid_t)syscall(SYS_gettid) == getpid();
+    qkshim_tls_thread_kind = is_main ? 1 : 2;
+    return is_main;
 }
 
 uint64_t qkshim_now_ns(void) {

@@ -46,14 +46,3 @@ enum Handle {
         return nil
     }
 }
-
-/// A C work function, as dispatch's `_f` functions take it.
-typealias CFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void
-
-/// A C work function with its context, callable from Swift closures that must be `@Sendable`.
-struct CWork: @unchecked Sendable {
-    let context: UnsafeMutableRawPointer?
-    let function: CFunction
-
-    @inline(__always) func callAsFunction() { function(context) }
-}

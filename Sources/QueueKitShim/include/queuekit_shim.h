@@ -18,6 +18,24 @@ extern __thread void *qkshim_tls_frame QKSHIM_TLS;
 extern __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
 
 static inline void *qkshim_frame_get(void) { return qkshim_tls_frame; }
+
+/* The frame that stands for the main thread being on the main queue (set once, never freed),
+ * and whether qk_main has handed the main thread over to dispatch. Plain globals: read on hot
+ * paths, where a Swift lazy global would cost a swift_once call each time. */
+extern void *_Atomic qkshim_main_frame;
+extern _Atomic bool qkshim_main_released;
+static inline void *qkshim_main_frame_get(void) {
+    return __atomic_load_n((void **)&qkshim_main_frame, __ATOMIC_ACQUIRE);
+}
+static inline void qkshim_main_frame_set(void *frame) {
+    __atomic_store_n((void **)&qkshim_main_frame, frame, __ATOMIC_RELEASE);
+}
+static inline bool qkshim_main_released_get(void) {
+    return __atomic_load_n((bool *)&qkshim_main_released, __ATOMIC_ACQUIRE);
+}
+static inline void qkshim_main_released_set(void) {
+    __atomic_store_n((bool *)&qkshim_main_released, true, __ATOMIC_RELEASE);
+}
 static inline void qkshim_frame_set(void *frame) { qkshim_tls_frame = frame; }
 
 /* Assigns the calling thread its number (slow path of qkshim_thread_id). */
@@ -29,8 +47,17 @@ static inline uint64_t qkshim_thread_id(void) {
     return id != 0 ? id : qkshim_thread_id_assign();
 }
 
-/* True on the process's main thread (the one whose tid is the pid). */
-bool qkshim_is_main_thread(void);
+/* 1 on the main thread, 2 elsewhere, 0 until first asked. */
+extern __thread uint8_t qkshim_tls_thread_kind QKSHIM_TLS;
+
+/* Works out whether the calling thread is the main thread (slow path of qkshim_is_main_thread). */
+bool qkshim_is_main_thread_assign(void);
+
+/* True on the process's main thread (the one whose tid is the pid); cached per thread. */
+static inline bool qkshim_is_main_thread(void) {
+    uint8_t kind = qkshim_tls_thread_kind;
+    return kind != 0 ? kind == 1 : qkshim_is_main_thread_assign();
+}
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t qkshim_now_ns(void);

@@ -1,0 +1,56 @@
+import CQueueKit
+import Glibc
+
+// Section 2 of the C API: the reentrant DB queue. Argument checks and conversions only; the
+// behaviour is `DBQueue`'s.
+
+@_cdecl("qk_dbqueue_create") @implementation @_spi(CAPI)
+public func qk_dbqueue_create(_ label: UnsafePointer<CChar>?) -> OpaquePointer? {
+    do {
+        return Handle.retained(try DBQueue(label: label.map { String(cString: $0) }))
+    } catch {
+        return Handle.failure(error.rawValue)
+    }
+}
+
+@_cdecl("qk_dbqueue_destroy") @implementation @_spi(CAPI)
+public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
+    let result = Handle.status(db, as: DBQueue.self) { db in status { () throws(QueueKitError) in try db.quiesce() } }
+    if result == 0, let db { Handle.release(db, as: DBQueue.self) }
+    return result
+}
+
+@_cdecl("qk_dbqueue_read") @implementation @_spi(CAPI)
+public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+    guard let work else { return EINVAL }
+    return Handle.status(db, as: DBQueue.self) { db in
+        db.withReadAccess { work(context) }
+        return 0
+    }
+}
+
+@_cdecl("qk_dbqueue_write") @implementation @_spi(CAPI)
+public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+    guard let work else { return EINVAL }
+    return Handle.status(db, as: DBQueue.self) { status($0.withWriteAccess { work(context) }) }
+}
+
+@_cdecl("qk_dbqueue_write_async") @implementation @_spi(CAPI)
+public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+    guard let work else { return EINVAL }
+    return Handle.status(db, as: DBQueue.self) { db in
+        db.writeAsync(CWork(context: context, function: work))
+        return 0
+    }
+}
+
+@_cdecl("qk_dbqueue_flush") @implementation @_spi(CAPI)
+public func qk_dbqueue_flush(_ db: OpaquePointer?) -> Int32 {
+    Handle.status(db, as: DBQueue.self) { db in status { () throws(QueueKitError) in try db.flush() } }
+}
+
+@_cdecl("qk_dbqueue_queue") @implementation @_spi(CAPI)
+public func qk_dbqueue_queue(_ db: OpaquePointer?) -> OpaquePointer? {
+    guard let db, Handle.isTagged(db, as: DBQueue.self) else { return Handle.failure(EINVAL) }
+    return Handle.borrow(db, as: DBQueue.self, otherwise: nil) { Handle.unretained($0.queue) }
+}

@@ -1,0 +1,363 @@
+import Dispatch
+import Synchronization
+
+/// A reentrant reader/writer queue: many concurrent readers, one writer at a time, writes in
+/// FIFO order, and nested calls in any order never deadlock.
+///
+/// This is the seed's `BLDBQueueManager` (reads with `dispatch_sync`, writes with
+/// `dispatch_barrier_async`, a queue-specific check for nesting) made true to its promise:
+///
+/// - A nested call is recognised through the thread's chain of frames, which `sync` hops through
+///   other queues and other DB queues keep linked, so a read nested through another queue runs
+///   inline instead of waiting behind a pending write that waits for the outer read.
+/// - `read` inside a read or a write runs inline; `write` inside a write runs inline (also with
+///   reads nested in between); `write` inside a read but no write is an upgrade that could never
+///   proceed, so it throws ``QueueKitError/wouldDeadlock`` and runs nothing.
+/// - A read that is not nested sees every write submitted before it began, by any thread, sync
+///   or async; a write that is not nested runs after every write submitted before it.
+/// - Readers do not go through dispatch: an uncontended read is one atomic increment and one
+///   decrement. Writers queue in a FIFO lane; a write that becomes due while readers are inside
+///   waits for them, and readers that arrive after it wait for it (no writer starvation), while
+///   readers that arrived before a write are let in ahead of it (no reader starvation).
+///
+/// Inside `read` and `write`, ``Queue/current`` is ``queue`` and `queue.check(.onQueue)` holds;
+/// inside `write`, `queue.check(.onQueueAsBarrier)` holds too.
+///
+/// Thread safety: every member may be called from any thread.
+public final class DBQueue: @unchecked Sendable {
+    /// The queue that stands for this DB queue in identity checks. It is for identity only:
+    /// submitting work to it throws ``QueueKitError/invalidArgument``.
+    public let queue: Queue
+
+    /// `readers << 1 | gate`. The gate bit is set exactly while a write is running or pending
+    /// (changed only under `lane`'s lock); readers enter lock-free while it is clear.
+    private let state = Atomic<Int>(0)
+    private static let gate = 1
+    private static let oneReader = 2
+
+    /// Everything about writes and waiting threads, under one lock; touched only off the fast path.
+    private let lane = Mutex(Lane())
+
+    /// Where asynchronous writes run, one at a time.
+    private let writer: DispatchQueue
+
+    /// Creates a DB queue.
+    public init(label: String? = nil) throws(QueueKitError) {
+        let label = label ?? ""
+        queue = try Queue.identity(label: label, kind: .concurrent)
+        writer = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.writer" : "\(label).writer")
+    }
+
+    // MARK: Swift API
+
+    /// Runs `body` now, concurrently with other reads and never with a write, and returns its value.
+    /// Nested inside a read or write of this queue (also through `sync` hops), it runs inline.
+    public func read<R>(_ body: () throws -> R) rethrows -> R {
+        try withReadAccess(body)
+    }
+
+    /// Runs `body` now, exclusively, after every write submitted before it, and returns its value.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` without running `body` when called inside a read
+    ///   of this queue but no write (an upgrade); whatever `body` throws.
+    public func write<R>(_ body: () throws -> R) throws -> R {
+        var outcome: Result<R, any Error>?
+        try withWriteAccess { outcome = Result { try body() } }.get()
+        return try outcome!.get()
+    }
+
+    /// Queues `body` to run exclusively, FIFO with all writes; returns at once. Allowed anywhere:
+    /// inside a block of this queue it runs after that block.
+    public func writeAsync(_ body: @escaping @Sendable () -> Void) {
+        writeAsync(CWork(retaining: body))
+    }
+
+    /// Waits until every write submitted before the call has run.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` inside a block of this queue.
+    public func flush() throws(QueueKitError) {
+        if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
+        Parker.withParker { parker in
+            let mustWait = lane.withLock { lane in
+                guard lane.completed < lane.issued else { return false }
+                lane.flushWaiters.append(Waiter(target: lane.issued, parker: parker))
+                return true
+            }
+            if mustWait { _ = parker.park() }
+        }
+    }
+
+    /// Waits for blocks running on other threads and runs every write already submitted, leaving
+    /// the queue idle: what `qk_dbqueue_destroy` does before it frees.
+    ///
+    /// - Throws: ``QueueKitError/busy`` inside a block of this queue.
+    public func quiesce() throws(QueueKitError) {
+        if ExecutionContext.hold(of: queue) != .none { throw .busy }
+        acquireWrite()
+        releaseWrite()
+    }
+
+    // MARK: Core (the C API calls these)
+
+    /// Runs `body` with read access, inline when the thread already has access.
+    @inline(__always)
+    func withReadAccess<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        let caller = ExecutionContext.innermost
+        if caller == nil || ExecutionContext.hold(of: queue, from: caller) == .none {
+            acquireRead()
+            defer { releaseRead() }
+            return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
+        }
+        return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
+    }
+
+    /// Runs `body` with write access, inline when the thread already has it; `wouldDeadlock`
+    /// when the thread has only read access.
+    @inline(__always)
+    func withWriteAccess(_ body: () -> Void) -> Result<Void, QueueKitError> {
+        let caller = ExecutionContext.innermost
+        switch caller == nil ? .none : ExecutionContext.hold(of: queue, from: caller) {
+        case .exclusive:
+            ExecutionContext.run(on: queue, exclusive: true, outer: caller, body)
+        case .shared:
+            return .failure(.wouldDeadlock)
+        case .none:
+            acquireWrite()
+            defer { releaseWrite() }
+            ExecutionContext.run(on: queue, exclusive: true, outer: caller, body)
+        }
+        return .success(())
+    }
+
+    /// Queues a write; returns at once.
+    func writeAsync(_ work: CWork) {
+        let wake = lane.withLock { lane in
+            lane.issued += 1
+            lane.pending.append(.async(work))
+            state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing)
+            return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+        }
+        wake.perform(on: self)
+    }
+
+    // MARK: Readers
+
+    @inline(__always)
+    private func acquireRead() {
+        var current = state.load(ordering: .relaxed)
+        while current & Self.gate == 0 {
+            let (exchanged, original) = state.weakCompareExchange(
+                expected: current, desired: current &+ Self.oneReader,
+                successOrdering: .acquiring, failureOrdering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
+        acquireReadWaiting()
+    }
+
+    /// A write is running or pending: wait until every write submitted so far has run; the
+    /// finishing writer counts this reader in before waking it.
+    @inline(never)
+    private func acquireReadWaiting() {
+        Parker.withParker { parker in
+            let mustWait = lane.withLock { lane in
+                if state.load(ordering: .relaxed) & Self.gate == 0 {
+                    state.wrappingAdd(Self.oneReader, ordering: .acquiringAndReleasing)
+                    return false
+                }
+                lane.waitingReaders.append(Waiter(target: lane.issued, parker: parker))
+                return true
+            }
+            if mustWait { _ = parker.park() }
+        }
+    }
+
+    @inline(__always)
+    private func releaseRead() {
+        let before = state.wrappingSubtract(Self.oneReader, ordering: .releasing).oldValue
+        if before == Self.oneReader | Self.gate { lastReaderLeft() }
+    }
+
+    /// The last reader left while a write is due: start it.
+    @inline(never)
+    private func lastReaderLeft() {
+        let wake = lane.withLock { lane in
+            lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+        }
+        wake.perform(on: self)
+    }
+
+    // MARK: Writers
+
+    private func acquireWrite() {
+        Parker.withParker { parker in
+            let (mustWait, wake) = lane.withLock { lane -> (Bool, Wake) in
+                lane.issued += 1
+                if !lane.writerActive && lane.pending.isEmpty
+                    && state.compareExchange(expected: 0, desired: Self.gate, ordering: .acquiringAndReleasing).exchanged
+                {
+                    lane.writerActive = true
+                    return (false, Wake())
+                }
+                lane.pending.append(.sync(parker))
+                state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing)
+                // The readers may all have left before the gate closed, and then nobody else
+                // starts the next write: do it here (it may be ours, or an earlier one).
+                var wake = lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+                if let index = wake.parkers.firstIndex(where: { $0.word == parker.word }) {
+                    wake.parkers.remove(at: index)
+                    return (false, wake)
+                }
+                return (true, wake)
+            }
+            wake.perform(on: self)
+            if mustWait { _ = parker.park() }
+        }
+    }
+
+    private func releaseWrite() {
+        let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: false) }
+        wake.perform(on: self)
+    }
+
+    /// Runs queued asynchronous writes one after another for as long as they are next in line.
+    private func drain(_ first: CWork) {
+        var next: CWork? = first
+        while let work = next {
+            ExecutionContext.run(on: queue, exclusive: true, outer: nil) { work() }
+            let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: true) }
+            wake.unparkAll()
+            next = wake.asyncWork
+        }
+    }
+
+    // MARK: The lane (always called with `lane` locked)
+
+    /// A write finished: count it, let in the flushers and readers it satisfies, start the next.
+    private func finishWrite(_ lane: inout Lane, inDrainer: Bool) -> Wake {
+        lane.writerActive = false
+        lane.completed += 1
+        var wake = Wake()
+        let completed = lane.completed
+        lane.flushWaiters.removeAll { waiter in
+            guard waiter.target <= completed else { return false }
+            wake.parkers.append(waiter.parker)
+            return true
+        }
+        admitReaders(&lane, upTo: completed, into: &wake)
+        let next = startNext(&lane, inDrainer: inDrainer)
+        wake.parkers += next.parkers
+        wake.asyncWork = next.asyncWork
+        wake.needsDrainer = next.needsDrainer
+        return wake
+    }
+
+    /// Counts in the waiting readers whose writes have all run, and queues their wake-up.
+    private func admitReaders(_ lane: inout Lane, upTo completed: UInt64, into wake: inout Wake) {
+        lane.waitingReaders.removeAll { waiter in
+            guard waiter.target <= completed else { return false }
+            state.wrappingAdd(Self.oneReader, ordering: .acquiringAndReleasing)
+            wake.parkers.append(waiter.parker)
+            return true
+        }
+    }
+
+    /// No write is running: start the next one if no reader is inside, or open the gate when
+    /// none is pending.
+    private func startNext(_ lane: inout Lane, inDrainer: Bool) -> Wake {
+        var wake = Wake()
+        guard let item = lane.pending.first else {
+            state.bitwiseAnd(~Self.gate, ordering: .acquiringAndReleasing)
+            admitReaders(&lane, upTo: .max, into: &wake)
+            return wake
+        }
+        guard state.load(ordering: .acquiring) & ~Self.gate == 0 else { return wake }
+        lane.pending.removeFirst()
+        lane.writerActive = true
+        switch item {
+        case .sync(let parker):
+            wake.parkers.append(parker)
+        case .async(let work):
+            wake.asyncWork = work
+            wake.needsDrainer = !inDrainer
+        }
+        return wake
+    }
+
+    deinit {
+        let idle = lane.withLock { $0.pending.isEmpty && !$0.writerActive }
+        Swift.precondition(idle, "QueueKit: a DBQueue was freed with writes pending")
+    }
+}
+
+/// A write waiting in the lane: a thread parked in `write`, or queued work.
+private enum PendingWrite: @unchecked Sendable {
+    case sync(Parker)
+    case async(CWork)
+}
+
+/// A thread parked until the writes up to `target` have run.
+private struct Waiter: @unchecked Sendable {
+    let target: UInt64
+    let parker: Parker
+}
+
+/// The state behind `DBQueue.lane`.
+private struct Lane: @unchecked Sendable {
+    var pending = FIFO<PendingWrite>()
+    var writerActive = false
+    /// Writes submitted and writes completed, since creation.
+    var issued: UInt64 = 0
+    var completed: UInt64 = 0
+    var waitingReaders: [Waiter] = []
+    var flushWaiters: [Waiter] = []
+}
+
+/// What to do once the lane's lock is released: threads to wake, and asynchronous work that
+/// became due.
+private struct Wake: @unchecked Sendable {
+    var parkers: [Parker] = []
+    var asyncWork: CWork?
+    var needsDrainer = false
+
+    func unparkAll() { parkers.forEach { $0.unpark() } }
+
+    func perform(on db: DBQueue) {
+        unparkAll()
+        if needsDrainer, let work = asyncWork {
+            db.startDrainer(work)
+        }
+    }
+}
+
+extension DBQueue {
+    fileprivate func startDrainer(_ work: CWork) {
+        writer.async { self.drain(work) }
+    }
+}
+
+/// A first-in, first-out buffer that reuses its storage.
+struct FIFO<Element> {
+    private var storage: [Element] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == storage.count }
+    var count: Int { storage.count - head }
+    var first: Element? { isEmpty ? nil : storage[head] }
+
+    mutating func append(_ element: Element) { storage.append(element) }
+
+    @discardableResult
+    mutating func removeFirst() -> Element {
+        let element = storage[head]
+        head += 1
+        if head == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 64 && head * 2 >= storage.count {
+            storage.removeFirst(head)
+            head = 0
+        }
+        return element
+    }
+}
