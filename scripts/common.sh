@@ -67,6 +67,7 @@ shopt -u nullglob
 
 # Builds every example with gcc against the installed library, as its users would:
 # cc prog.c $(pkg-config --cflags --libs queuekit). The rpath lets them run from stage/.
+# Examples may use libbsd, SQLite and libm; --as-needed drops the one an example does not use.
 build_examples_pkgconfig() {
     local flags source name libdir
     export PKG_CONFIG_PATH=$STAGE_DIR/lib/pkgconfig
@@ -76,7 +77,7 @@ build_examples_pkgconfig() {
     for source in "${EXAMPLES[@]}"; do
         name=$(basename "$source" .c)
         # shellcheck disable=SC2086 # $flags is a list of words
-        gcc -O2 -Wall -Wextra "$source" $flags -lbsd -Wl,-rpath,"$libdir" \
+        gcc -O2 -Wall -Wextra "$source" $flags -Wl,--as-needed -lbsd -lsqlite3 -lm -Wl,-rpath,"$libdir" \
             -o "$PKGCONFIG_BUILD_DIR/$name"
     done
     echo "built ${#EXAMPLES[@]} examples with gcc and pkg-config into $PKGCONFIG_BUILD_DIR"
