@@ -1,0 +1,107 @@
+# Shared by demo.sh and test.sh (sourced, not run): the steps of building, installing and
+# consuming QueueKit. Every function works from the repository root and fails on any error.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=$ROOT/build                         # the CMake build of libqueuekit.so
+STAGE_DIR=$ROOT/stage                         # the local install prefix
+PKGCONFIG_BUILD_DIR=$ROOT/build-pkgconfig     # examples built with gcc + pkg-config
+CONSUMER_BUILD_DIR=$ROOT/build-consumer       # examples built by examples/consumer (find_package)
+cd "$ROOT"
+
+# The Swift toolchain of this kind of machine, when it is not on PATH already.
+if ! command -v swiftc >/dev/null && [ -x /opt/swift/usr/bin/swiftc ]; then
+    export PATH=/opt/swift/usr/bin:$PATH
+fi
+
+# Runs a command silently, showing its output only when it fails.
+quietly() {
+    local log status=0
+    log=$(mktemp)
+    "$@" >"$log" 2>&1 || status=$?
+    if [ $status -ne 0 ]; then
+        cat "$log" >&2
+        echo "failed ($status): $*" >&2
+    fi
+    rm -f "$log"
+    return $status
+}
+
+# Installs the Debian packages the build needs, only those missing (apt-get update once).
+ensure_packages() {
+    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev) missing=() package
+    if ! command -v dpkg-query >/dev/null; then
+        echo "not a Debian system: make sure these are installed: ${wanted[*]}" >&2
+        return 0
+    fi
+    for package in "${wanted[@]}"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+            missing+=("$package")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    echo "installing ${missing[*]}"
+    quietly "${sudo[@]}" apt-get update -qq
+    quietly "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# Configures and builds libqueuekit.so (Release), its checks and the examples in build/.
+cmake_build() {
+    quietly cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+    cmake --build "$BUILD_DIR"
+}
+
+# Installs into stage/ (library, header, queuekit.pc, CMake package), replacing what was there.
+install_stage() {
+    rm -rf "$STAGE_DIR"
+    quietly cmake --install "$BUILD_DIR" --prefix "$STAGE_DIR"
+    echo "installed to $STAGE_DIR"
+}
+
+# The examples, one C program each, whatever their names.
+shopt -s nullglob
+EXAMPLES=("$ROOT"/examples/*.c)
+shopt -u nullglob
+
+# Builds every example with gcc against the installed library, as its users would:
+# cc prog.c $(pkg-config --cflags --libs queuekit). The rpath lets them run from stage/.
+# Examples may use libbsd, SQLite and libm; --as-needed drops the one an example does not use.
+build_examples_pkgconfig() {
+    local flags source name libdir
+    export PKG_CONFIG_PATH=$STAGE_DIR/lib/pkgconfig
+    flags=$(pkg-config --cflags --libs queuekit)
+    libdir=$(cd "$(pkg-config --variable=libdir queuekit)" && pwd)
+    rm -rf "$PKGCONFIG_BUILD_DIR" && mkdir -p "$PKGCONFIG_BUILD_DIR"
+    for source in "${EXAMPLES[@]}"; do
+        name=$(basename "$source" .c)
+        # shellcheck disable=SC2086 # $flags is a list of words
+        gcc -O2 -Wall -Wextra "$source" $flags -Wl,--as-needed -lbsd -lsqlite3 -lm -Wl,-rpath,"$libdir" \
+            -o "$PKGCONFIG_BUILD_DIR/$name"
+    done
+    echo "built ${#EXAMPLES[@]} examples with gcc and pkg-config into $PKGCONFIG_BUILD_DIR"
+}
+
+# Builds every example through examples/consumer: find_package(QueueKit) from stage/.
+build_examples_find_package() {
+    rm -rf "$CONSUMER_BUILD_DIR"
+    quietly cmake -G Ninja -S "$ROOT/examples/consumer" -B "$CONSUMER_BUILD_DIR" \
+        -DCMAKE_PREFIX_PATH="$STAGE_DIR"
+    quietly cmake --build "$CONSUMER_BUILD_DIR"
+    echo "built ${#EXAMPLES[@]} examples with find_package(QueueKit) into $CONSUMER_BUILD_DIR"
+}
+
+# Runs every example built in directory $1, a header line each; fails if any fails.
+run_examples() {
+    local dir=$1 source name failed=0
+    for source in "${EXAMPLES[@]}"; do
+        name=$(basename "$source" .c)
+        echo "==> $name"
+        if ! timeout 60 "$dir/$name"; then
+            echo "FAILED: $name" >&2
+            failed=$((failed + 1))
+        fi
+    done
+    [ $failed -eq 0 ]
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole test suite, stage by stage: SwiftPM build and tests, the CMake build and its ctest
+# checks (header, exports, standalone library, examples), and the installed library consumed by
+# outside builds. Every stage runs even when one before it failed; the last line is
+# "N passed, N failed" over the stages, and the exit status is non-zero when any failed.
+#
+# Adding a stage: write one more `stage NAME command...` line below.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+passed=0 failed=0 failures=()
+
+# stage NAME COMMAND...: runs COMMAND (with `set -e` in force inside it) and records the result.
+stage() {
+    local name=$1 status=0 start=$SECONDS
+    shift
+    echo
+    echo "=== stage $name"
+    set +e
+    (set -e; "$@")
+    status=$?
+    set -e
+    if [ $status -eq 0 ]; then
+        passed=$((passed + 1))
+        echo "=== stage $name: passed ($((SECONDS - start)) s)"
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+        echo "=== stage $name: FAILED with status $status ($((SECONDS - start)) s)"
+    fi
+}
+
+consume_pkgconfig() { build_examples_pkgconfig && run_examples "$PKGCONFIG_BUILD_DIR"; }
+consume_find_package() { build_examples_find_package && run_examples "$CONSUMER_BUILD_DIR"; }
+
+ensure_packages
+
+stage swift-build      swift build
+stage swift-test       swift test
+stage cmake-build      cmake_build
+stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
+stage install          install_stage
+stage pkg-config       consume_pkgconfig
+stage find-package     consume_find_package
+
+echo
+[ $failed -eq 0 ] || echo "failed stages: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
