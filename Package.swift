@@ -1,5 +1,20 @@
 // swift-tools-version:6.0
+import Foundation
 import PackageDescription
+
+/// The directory holding <dispatch/dispatch.h> (and <os/…>, <Block.h>): the toolchain's
+/// usr/lib/swift, found from the swiftc on PATH. Only the benchmark's C kernels need it.
+let dispatchIncludeDirectory: String = {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+    for directory in path.split(separator: ":") {
+        let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("swiftc")
+        guard FileManager.default.isExecutableFile(atPath: candidate.path) else { continue }
+        let include = candidate.resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("../lib/swift").standardizedFileURL.path
+        if FileManager.default.fileExists(atPath: include + "/dispatch/dispatch.h") { return include }
+    }
+    return "/opt/swift/usr/lib/swift"
+}()
 
 let package = Package(
     name: "QueueKit",
@@ -20,6 +35,19 @@ let package = Package(
             name: "QueueKit",
             dependencies: ["CQueueKit", "QueueKitShim"],
             path: "Sources/QueueKit"
+        ),
+        // The benchmark (README, Performance): C kernels calling QueueKit through <queuekit.h> next to
+        // the pthread and libdispatch anchors, and the Swift driver that repeats, compares and reports.
+        .target(
+            name: "QueueKitBenchKernels",
+            dependencies: ["QueueKit"],
+            path: "Sources/QueueKitBenchKernels",
+            cSettings: [.headerSearchPath("../../include"), .unsafeFlags(["-I", dispatchIncludeDirectory])]
+        ),
+        .executableTarget(
+            name: "queuekit-bench",
+            dependencies: ["QueueKit", "QueueKitBenchKernels"],
+            path: "Sources/QueueKitBench"
         ),
         .testTarget(
             name: "QueueKitTests",

@@ -1,0 +1,149 @@
+import Foundation
+
+/// The tables on stdout and the CSV files.
+enum Report {
+    // MARK: Ratios
+
+    /// Every QueueKit row against every anchor row of its workload, plus the two derived
+    /// figures the targets name: the nested-read overhead over the work alone, and the futile
+    /// wake-ups per hand-off of the QueueKit chains.
+    static func ratios(_ results: [Result]) -> [Ratio] {
+        var ratios: [Ratio] = []
+        var workloads: [String] = []
+        for result in results where !workloads.contains(result.row.workload) { workloads.append(result.row.workload) }
+        for workload in workloads {
+            let rows = results.filter { $0.row.workload == workload }
+            for qk in rows where qk.row.isQueueKit {
+                for anchor in rows where !anchor.row.isQueueKit {
+                    ratios.append(Ratio(
+                        workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl,
+                        value: qk.median / anchor.median, kind: .ratio,
+                        target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl)))
+                    if anchor.row.impl == "the work alone (direct call)" {
+                        ratios.append(Ratio(
+                            workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
+                            value: qk.median - anchor.median, kind: .difference,
+                            target: Target(limit: 5, source: "issue 3")))
+                    }
+                }
+                if workload.hasPrefix("chain of"), let futile = qk.futilePerOp {
+                    ratios.append(Ratio(
+                        workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
+                        value: futile, kind: .count,
+                        target: workload == "chain of 32 threads" ? Target(limit: 0.05, source: "issue 4") : nil))
+                }
+            }
+        }
+        return ratios
+    }
+
+    // MARK: stdout
+
+    static func printTables(_ results: [Result], _ ratios: [Ratio], options: Options) {
+        print("QueueKit benchmark — \(options.quick ? "quick" : "full") mode, \(options.reps) repetitions per row, "
+              + "median (min–max, IQR %)")
+        print("\(ProcessInfo.processInfo.activeProcessorCount) CPUs; other processes may share them: "
+              + "medians over interleaved repetitions.")
+        print(FoundationAnchors.note)
+        print("QueueKit is called through <queuekit.h> from C kernels linked into the same executable.")
+        var groups: [String] = []
+        for result in results where !groups.contains(result.row.group) { groups.append(result.row.group) }
+        for group in groups {
+            print("\n## \(group)\n")
+            var table = [["workload", "implementation", "median", "min–max", "IQR %", "wake-ups/op", "futile/op"]]
+            var last = ""
+            for result in results where result.row.group == group {
+                let row = result.row
+                table.append([
+                    row.workload == last ? "" : row.workload,
+                    row.impl,
+                    "\(time(result.median))/\(row.unit)",
+                    "\(time(result.minimum))–\(time(result.maximum))",
+                    result.iqrPercent.isNaN ? "-" : String(format: "%.0f", result.iqrPercent),
+                    result.wakeupsPerOp.map { String(format: "%.3f", $0) } ?? "-",
+                    result.futilePerOp.map { String(format: "%.3f", $0) } ?? "-",
+                ])
+                last = row.workload
+            }
+            printTable(table)
+        }
+        print("\n## QueueKit / anchor (time ratios: below 1 means QueueKit is faster)\n")
+        var table = [["workload", "QueueKit", "anchor", "value", "target", "verdict"]]
+        for ratio in ratios {
+            table.append([
+                ratio.workload, ratio.queueKit, ratio.anchor, format(ratio),
+                ratio.target.map { "≤ \(formatLimit($0.limit, ratio.kind)) (\($0.source))" } ?? "",
+                ratio.verdict,
+            ])
+        }
+        printTable(table)
+        let measured = ratios.filter { $0.target != nil }
+        let met = measured.filter { $0.verdict == "met" }.count
+        print("\ntargets: \(met) of \(measured.count) met")
+    }
+
+    static func format(_ ratio: Ratio) -> String {
+        switch ratio.kind {
+        case .ratio: return String(format: "%.2f×", ratio.value)
+        case .difference: return String(format: "%+.1f ns", ratio.value)
+        case .count: return String(format: "%.3f", ratio.value)
+        }
+    }
+
+    static func formatLimit(_ limit: Double, _ kind: Ratio.Kind) -> String {
+        switch kind {
+        case .ratio: return String(format: "%g×", limit)
+        case .difference: return String(format: "%g ns", limit)
+        case .count: return String(format: "%g", limit)
+        }
+    }
+
+    /// A duration in nanoseconds, in the unit that suits it.
+    static func time(_ ns: Double) -> String {
+        if ns < 1_000 { return String(format: ns < 10 ? "%.2f ns" : "%.1f ns", ns) }
+        if ns < 1_000_000 { return String(format: "%.2f µs", ns / 1_000) }
+        return String(format: "%.2f ms", ns / 1_000_000)
+    }
+
+    static func printTable(_ table: [[String]]) {
+        var widths = Array(repeating: 0, count: table[0].count)
+        for line in table { for (i, cell) in line.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        for (n, line) in table.enumerated() {
+            let cells = line.enumerated().map { i, cell in cell + String(repeating: " ", count: widths[i] - cell.count) }
+            print("| " + cells.joined(separator: " | ") + " |")
+            if n == 0 { print("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|") }
+        }
+    }
+
+    // MARK: CSV
+
+    static func writeCSV(_ results: [Result], _ ratios: [Ratio], to directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var lines = ["group,workload,implementation,role,unit,operations,repetitions,median_ns,min_ns,max_ns,iqr_percent,wakeups_per_op,futile_per_op"]
+        for result in results {
+            let row = result.row
+            lines.append([
+                row.group, row.workload, row.impl, row.isQueueKit ? "queuekit" : "anchor", row.unit,
+                "\(result.operations)", "\(result.samples.count)",
+                number(result.median), number(result.minimum), number(result.maximum), number(result.iqrPercent),
+                result.wakeupsPerOp.map(number) ?? "", result.futilePerOp.map(number) ?? "",
+            ].map(field).joined(separator: ","))
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: "\(directory)/results.csv", atomically: true, encoding: .utf8)
+
+        lines = ["workload,queuekit,anchor,kind,value,target,target_source,verdict"]
+        for ratio in ratios {
+            lines.append([
+                ratio.workload, ratio.queueKit, ratio.anchor, ratio.kind.rawValue, number(ratio.value),
+                ratio.target.map { number($0.limit) } ?? "", ratio.target?.source ?? "", ratio.verdict,
+            ].map(field).joined(separator: ","))
+        }
+        try (lines.joined(separator: "\n") + "\n").write(toFile: "\(directory)/ratios.csv", atomically: true, encoding: .utf8)
+    }
+
+    static func number(_ value: Double) -> String { value.isNaN ? "" : String(format: "%.6g", value) }
+
+    static func field(_ text: String) -> String {
+        text.contains(",") || text.contains("\"") ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
+    }
+}

@@ -1,0 +1,103 @@
+/*
+ * The timed loops of queuekit-bench, in C: QueueKit is called through <queuekit.h> exactly as a
+ * C program calls it, and the anchors (pthreads, raw libdispatch) run in the same process, built
+ * by the same compiler with the same flags. The Swift driver (Sources/QueueKitBench) repeats
+ * them, takes medians and prints the tables.
+ *
+ * Every kernel returns one sample: the time per operation, and for the condition-lock workloads
+ * the wake-ups and futile wake-ups per operation (negative when not measured).
+ */
+#ifndef QKBENCH_H
+#define QKBENCH_H
+
+#include <stdint.h>
+
+typedef struct {
+    double ns_per_op;
+    double wakeups_per_op;  /* < 0: not measured */
+    double futile_per_op;   /* < 0: not measured */
+} qkb_sample_t;
+
+/** CLOCK_MONOTONIC in nanoseconds. */
+uint64_t qkb_now_ns(void);
+
+/** Runs fn(context, i) on `count` new threads released together; returns the nanoseconds from
+ *  their release until the last one finished. */
+typedef void (*qkb_thread_fn)(void *context, int index);
+uint64_t qkb_run_threads(int count, qkb_thread_fn fn, void *context);
+
+/* ---- Condition lock ------------------------------------------------------------------------ */
+
+/** A condition-lock implementation seen through four calls, so one workload drives them all
+ *  (QueueKit, the pthread mutex + condvar broadcast protocol, Foundation from Swift). */
+typedef struct {
+    void *lock;
+    int (*lock_when)(void *lock, intptr_t condition);
+    int (*unlock_with)(void *lock, intptr_t condition);
+    /** Optional: total wake-ups and futile wake-ups so far. */
+    void (*counters)(void *lock, uint64_t *wakeups, uint64_t *futile);
+} qkb_condlock_ops_t;
+
+/** QueueKit's qk_condlock_t and the pthread broadcast protocol, as ops. `free_*` frees. */
+qkb_condlock_ops_t qkb_qk_condlock_ops(intptr_t condition);
+void qkb_qk_condlock_free(qkb_condlock_ops_t ops);
+qkb_condlock_ops_t qkb_pt_condlock_ops(intptr_t condition);
+void qkb_pt_condlock_free(qkb_condlock_ops_t ops);
+
+/** Uncontended lock+unlock, direct calls (no ops indirection). */
+qkb_sample_t qkb_mutex_uncontended(uint64_t iterations);
+qkb_sample_t qkb_qk_lock_uncontended(uint64_t iterations);
+qkb_sample_t qkb_qk_lock_when_uncontended(uint64_t iterations);
+qkb_sample_t qkb_pt_lock_when_uncontended(uint64_t iterations);
+/** Uncontended lock_when(0) + unlock_with(0) through ops (Foundation). */
+qkb_sample_t qkb_ops_uncontended(qkb_condlock_ops_t ops, uint64_t iterations);
+
+/** Two threads: lock_when(0)…unlock_with(1) / lock_when(1)…unlock_with(0); per round. The lock
+ *  must start with condition 0. */
+qkb_sample_t qkb_pingpong(qkb_condlock_ops_t ops, uint64_t rounds);
+/** k threads, thread i: lock_when(i)…unlock_with((i+1) % k); per hand-off. Condition 0 first. */
+qkb_sample_t qkb_chain(qkb_condlock_ops_t ops, int k, uint64_t handoffs);
+/** A one-slot buffer (condition 0 empty, 1 full), `pairs` producers and `pairs` consumers; per
+ *  item. Condition 0 first. */
+qkb_sample_t qkb_prodcons(qkb_condlock_ops_t ops, int pairs, uint64_t items);
+
+/* ---- DB queue ------------------------------------------------------------------------------ */
+
+/** Uncontended read of a tiny piece of work. */
+qkb_sample_t qkb_qk_read(uint64_t iterations);
+qkb_sample_t qkb_rwlock_read(uint64_t iterations);
+qkb_sample_t qkb_gcd_sync_read(uint64_t iterations);
+qkb_sample_t qkb_seed_read(uint64_t iterations);
+/** The work alone, called through a function pointer: what a nested read costs at least. */
+qkb_sample_t qkb_direct_call(uint64_t iterations);
+/** Reads nested inside one outer read (per nested read, work included). */
+qkb_sample_t qkb_qk_nested_read(uint64_t iterations);
+qkb_sample_t qkb_rwlock_nested_read(uint64_t iterations);
+qkb_sample_t qkb_seed_nested_read(uint64_t iterations);
+/** Submit n asynchronous writes, then wait for them (per write). */
+qkb_sample_t qkb_qk_write_async(uint64_t n);
+qkb_sample_t qkb_gcd_barrier_async(uint64_t n);
+/** Synchronous uncontended write. */
+qkb_sample_t qkb_qk_write(uint64_t iterations);
+qkb_sample_t qkb_rwlock_write(uint64_t iterations);
+
+typedef enum {
+    QKB_MIX_QK_ASYNC = 0,  /* qk_dbqueue_read + qk_dbqueue_write_async, flush at the end */
+    QKB_MIX_QK_SYNC = 1,   /* qk_dbqueue_read + qk_dbqueue_write */
+    QKB_MIX_RWLOCK = 2,    /* pthread_rwlock rdlock / wrlock */
+    QKB_MIX_GCD = 3,       /* dispatch_sync_f + dispatch_barrier_async_f, barrier_sync at the end */
+    QKB_MIX_SEED = 4       /* the seed: get_specific then sync_f; barrier_async_f */
+} qkb_mix_impl_t;
+/** `threads` threads doing `total_ops` operations in all, `write_percent` % of them writes;
+ *  wall time per operation (all writes completed). */
+qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint64_t total_ops);
+
+/* ---- Identity ------------------------------------------------------------------------------ */
+
+/** Inside a block of a serial queue: qk_queue_current(), qk_queue_is_current(q), and raw
+ *  dispatch_get_specific(key) inside a dispatch_sync_f block. */
+qkb_sample_t qkb_qk_current(uint64_t iterations);
+qkb_sample_t qkb_qk_is_current(uint64_t iterations);
+qkb_sample_t qkb_get_specific(uint64_t iterations);
+
+#endif /* QKBENCH_H */
