@@ -105,3 +105,41 @@ run_examples() {
     done
     [ $failed -eq 0 ]
 }
+
+# Builds the benchmark (release) and runs its quick mode once into a scratch directory, then
+# checks that every row it lists was measured and every ratio written. No timing is judged: the
+# numbers are for people (README, Performance), not for tests.
+bench_quick() {
+    local out status=0
+    out=$(mktemp -d)
+    quietly swift build -c release --product queuekit-bench
+    "$ROOT/.build/release/queuekit-bench" --list >"$out/expected.txt"
+    "$ROOT/.build/release/queuekit-bench" --quick --out "$out" >"$out/table.txt" 2>"$out/progress.txt" || status=$?
+    if [ $status -ne 0 ]; then
+        cat "$out/progress.txt" >&2
+        rm -rf "$out"
+        return $status
+    fi
+    python3 - "$out" <<'PY' || status=$?
+import csv, math, sys
+out = sys.argv[1]
+expected = [line.rstrip("\n") for line in open(f"{out}/expected.txt") if line.strip()]
+with open(f"{out}/results.csv", newline="") as f:
+    rows = {f'{r["workload"]} | {r["implementation"]}': r for r in csv.DictReader(f)}
+with open(f"{out}/ratios.csv", newline="") as f:
+    ratios = list(csv.DictReader(f))
+missing = [e for e in expected if e not in rows]
+unmeasured = [k for k, r in rows.items() if not r["median_ns"] or not math.isfinite(float(r["median_ns"]))]
+table = open(f"{out}/table.txt").read()
+absent = [e for e in expected if e.split(" | ")[1] not in table]
+for name, items in (("missing from results.csv", missing), ("without a median", unmeasured),
+                    ("missing from the table", absent)):
+    for item in items:
+        print(f"bench: row {name}: {item}", file=sys.stderr)
+targets = [r for r in ratios if r["target"]]
+print(f"bench: {len(rows)} of {len(expected)} rows measured, {len(ratios)} ratios, {len(targets)} with a target")
+sys.exit(1 if missing or unmeasured or absent or len(expected) == 0 or not targets else 0)
+PY
+    rm -rf "$out"
+    return $status
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage: SwiftPM build and tests, the CMake build and its ctest
-# checks (header, exports, standalone library, examples), and the installed library consumed by
-# outside builds. Every stage runs even when one before it failed; the last line is
+# checks (header, exports, standalone library, examples), the installed library consumed by
+# outside builds, and one quick run of the benchmark (every row produced; no timing judged). Every stage runs even when one before it failed; the last line is
 # "N passed, N failed" over the stages, and the exit status is non-zero when any failed.
 #
 # Adding a stage: write one more `stage NAME command...` line below.
@@ -42,6 +42,7 @@ stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
 stage pkg-config       consume_pkgconfig
 stage find-package     consume_find_package
+stage bench-quick      bench_quick
 
 echo
 [ $failed -eq 0 ] || echo "failed stages: ${failures[*]}"
