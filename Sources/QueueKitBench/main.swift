@@ -50,6 +50,11 @@ if options.list {
     exit(0)
 }
 
+// glibc skips the atomic instructions of pthread_mutex_lock/unlock while the process has never had
+// a second thread (a single-threaded fast path), which would make the mutex anchor three times
+// cheaper than in any program that needs a lock. One short-lived thread ends that for good.
+qkb_become_multithreaded()
+
 #if DEBUG
 Progress.note("warning: a debug build; the numbers mean little (use swift build -c release)")
 #endif

@@ -66,6 +66,13 @@ uint64_t qkb_run_threads(int count, qkb_thread_fn fn, void *context) {
     return elapsed;
 }
 
+static void do_nothing(void *context, int index) {
+    (void)context;
+    (void)index;
+}
+
+void qkb_become_multithreaded(void) { qkb_run_threads(1, do_nothing, NULL); }
+
 /* ---- Condition lock: QueueKit as ops ------------------------------------------------------- */
 
 static int qk_ops_lock_when(void *lock, intptr_t c) { return qk_condlock_lock_when(lock, c); }

@@ -26,6 +26,10 @@ uint64_t qkb_now_ns(void);
 typedef void (*qkb_thread_fn)(void *context, int index);
 uint64_t qkb_run_threads(int count, qkb_thread_fn fn, void *context);
 
+/** Starts and joins one thread: glibc's pthread_mutex takes a non-atomic fast path while the
+ *  process has never had a second thread, which would flatter the mutex anchor. */
+void qkb_become_multithreaded(void);
+
 /* ---- Condition lock ------------------------------------------------------------------------ */
 
 /** A condition-lock implementation seen through four calls, so one workload drives them all
