@@ -239,14 +239,18 @@ public final class DBQueue: @unchecked Sendable {
         lane.completed += 1
         var wake = Wake()
         let completed = lane.completed
-        lane.flushWaiters.removeAll { waiter in
-            guard waiter.target <= completed else { return false }
-            wake.parkers.append(waiter.parker)
-            return true
+        // The emptiness checks matter: `removeAll(where:)` and `+=` reallocate even an empty
+        // array, which cost every uncontended write hundreds of instructions and two mallocs.
+        if !lane.flushWaiters.isEmpty {
+            lane.flushWaiters.removeAll { waiter in
+                guard waiter.target <= completed else { return false }
+                wake.parkers.append(waiter.parker)
+                return true
+            }
         }
         admitReaders(&lane, upTo: completed, into: &wake)
         let next = startNext(&lane, inDrainer: inDrainer)
-        wake.parkers += next.parkers
+        if !next.parkers.isEmpty { wake.parkers += next.parkers }
         wake.asyncWork = next.asyncWork
         wake.needsDrainer = next.needsDrainer
         return wake
@@ -254,6 +258,7 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Counts in the waiting readers whose writes have all run, and queues their wake-up.
     private func admitReaders(_ lane: inout Lane, upTo completed: UInt64, into wake: inout Wake) {
+        guard !lane.waitingReaders.isEmpty else { return }
         lane.waitingReaders.removeAll { waiter in
             guard waiter.target <= completed else { return false }
             state.wrappingAdd(Self.oneReader, ordering: .acquiringAndReleasing)
