@@ -48,7 +48,8 @@ enum ExecutionContext {
 
     @inline(never)
     private static func mainThreadFrame() -> UnsafePointer<ExecutionFrame>? {
-        guard !mainThreadReleased, qkshim_is_main_thread() else { return nil }
+        // Only the main thread reads or writes `mainThreadReleased`: test the thread first.
+        guard qkshim_is_main_thread(), !mainThreadReleased else { return nil }
         return Queue.mainThreadFrame
     }
 

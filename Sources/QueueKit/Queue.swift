@@ -59,6 +59,11 @@ public final class Queue: @unchecked Sendable {
 
     @inline(__always) var isSerial: Bool { kind == .serial }
 
+    /// Whether a barrier flag means anything on this queue. The global (root) queues have no
+    /// barriers: dispatch runs a barrier block submitted to one as an ordinary block, so such a
+    /// block does not hold the queue exclusively and a `barrierSync` onto one is a plain `sync`.
+    @inline(__always) var honoursBarriers: Bool { !(isImmortal && kind == .concurrent) }
+
     /// The queue's label ("" when anonymous).
     public var label: String { String(cString: cLabel) }
 
@@ -167,6 +172,7 @@ public final class Queue: @unchecked Sendable {
     /// The shared core of `async` and `barrierAsync`.
     func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
         guard let dispatchQueue else { throw .invalidArgument }
+        let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
         dispatchQueue.async(flags: barrier ? .barrier : []) {
             ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
@@ -177,6 +183,7 @@ public final class Queue: @unchecked Sendable {
     /// the dispatch round trip, each inside a frame whose caller is the current chain.
     func syncBlock(barrier: Bool, _ work: () -> Void) -> Result<Void, QueueKitError> {
         guard let dispatchQueue else { return .failure(.invalidArgument) }
+        let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
             if barrier {
