@@ -141,8 +141,9 @@ public final class Queue: @unchecked Sendable {
     /// Runs `work` on the queue and waits for it, with dispatch's ordering.
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread
-    ///   holds the queue exclusively (or a queue it targets), here or further out through `sync`
-    ///   hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
+    ///   holds the queue exclusively, or a queue it targets exclusively, or runs a block of a
+    ///   concurrent queue it targets (where dispatch would wait behind a pending barrier), here
+    ///   or further out through `sync` hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
     ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
     ///   runs inline: it can never wait behind a pending barrier.
     public func sync<R>(_ work: () throws -> R) throws -> R {
@@ -181,24 +182,37 @@ public final class Queue: @unchecked Sendable {
 
     /// The shared core of `sync` and `barrierSync`: the deadlock checks, then the inline run or
     /// the dispatch round trip, each inside a frame whose caller is the current chain.
+    ///
+    /// What the calling chain already holds decides, before dispatch is asked:
+    /// - this queue exclusively: nothing could ever start here, `wouldDeadlock`;
+    /// - this queue shared (a non-barrier block of it, or of a queue that targets it): a barrier
+    ///   would wait for ourselves (`wouldDeadlock`); a plain sync runs inline, as the reader the
+    ///   thread already is, so it can never queue behind a pending barrier;
+    /// - one of this queue's targets exclusively, or shared when that target honours barriers:
+    ///   dispatch's sync must acquire every target on the way down, and would wait forever for the
+    ///   one we hold exclusively, or behind a barrier pending on the one we share
+    ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
     func syncBlock(barrier: Bool, _ work: () -> Void) -> Result<Void, QueueKitError> {
         guard let dispatchQueue else { return .failure(.invalidArgument) }
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
-            if barrier {
-                if ExecutionContext.hold(of: self, from: caller) != .none
-                    || ExecutionContext.holdsTargetExclusively(of: self, from: caller)
-                {
-                    return .failure(.wouldDeadlock)
-                }
-            } else {
-                if ExecutionContext.holdsExclusively(queueOrTargetOf: self, from: caller) {
-                    return .failure(.wouldDeadlock)
-                }
-                if !isSerial && ExecutionContext.hold(of: self, from: caller) == .shared {
-                    ExecutionContext.run(on: self, exclusive: false, outer: caller, work)
-                    return .success(())
+            switch ExecutionContext.hold(of: self, from: caller) {
+            case .exclusive:
+                return .failure(.wouldDeadlock)
+            case .shared:
+                if barrier { return .failure(.wouldDeadlock) }
+                ExecutionContext.run(on: self, exclusive: false, outer: caller, work)
+                return .success(())
+            case .none:
+                var ancestor = target
+                while let held = ancestor {
+                    switch ExecutionContext.hold(of: held, from: caller) {
+                    case .exclusive: return .failure(.wouldDeadlock)
+                    case .shared where held.honoursBarriers: return .failure(.wouldDeadlock)
+                    case .shared, .none: break
+                    }
+                    ancestor = held.target
                 }
             }
         }

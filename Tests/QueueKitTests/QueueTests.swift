@@ -839,6 +839,83 @@ struct QueueTests {
         ])
     }
 
+    /// Plain dispatch hangs here: a sync onto a queue that targets a concurrent queue must reserve
+    /// a slot on that target, and a pending barrier there refuses it while waiting for the reader
+    /// that makes the sync. QueueKit refuses deterministically, barrier pending or not.
+    @Test func syncOntoAChildOfAConcurrentQueueFromItsReaderIsEDEADLK() {
+        let pool = CQueue.create("qk.test.child.pool", QK_QUEUE_CONCURRENT)
+        let serialChild = CQueue.create("qk.test.child.serial", target: pool)
+        let concurrentChild = CQueue.create("qk.test.child.concurrent", QK_QUEUE_CONCURRENT, target: pool)
+        let sibling = CQueue.create("qk.test.child.sibling", target: pool)
+        let onGlobal = CQueue.create("qk.test.child.onglobal", target: .global())
+        defer { pool.release(); serialChild.release(); concurrentChild.release(); sibling.release(); onGlobal.release() }
+        let facts = Facts()
+        let inside = DispatchSemaphore(value: 0)
+        let pending = DispatchSemaphore(value: 0)
+        let readerDone = DispatchSemaphore(value: 0)
+        let barrierDone = DispatchSemaphore(value: 0)
+
+        #expect(pool.async {
+            inside.signal()
+            facts.flag("saw the barrier pending", waits(for: pending))
+            var ran = false
+            facts.status("reader→sync(serial child)", serialChild.sync { ran = true })
+            facts.status("reader→barrier_sync(serial child)", serialChild.barrierSync { ran = true })
+            facts.status("reader→sync(concurrent child)", concurrentChild.sync { ran = true })
+            facts.status("reader→perform(serial child)", serialChild.perform { ran = true })
+            facts.flag("work ran", ran)
+            readerDone.signal()
+        } == 0)
+        #expect(waits(for: inside))
+        #expect(bounded { _ = pool.barrierAsync { barrierDone.signal() } })
+        pending.signal()
+        #expect(waits(for: readerDone))
+        #expect(waits(for: barrierDone))
+
+        #expect(bounded {
+            // A block of one child is a reader of the pool too: a sibling is out of reach as well.
+            _ = serialChild.sync { facts.status("child→sync(sibling)", sibling.sync {}) }
+            // Global queues have no barriers: nothing can be pending there.
+            _ = CQueue.global().sync { facts.status("global→sync(child of global)", onGlobal.sync {}) }
+        })
+        #expect(facts.all == [
+            "saw the barrier pending": "true",
+            "reader→sync(serial child)": "EDEADLK", "reader→barrier_sync(serial child)": "EDEADLK",
+            "reader→sync(concurrent child)": "EDEADLK", "reader→perform(serial child)": "EDEADLK",
+            "work ran": "false", "child→sync(sibling)": "EDEADLK", "global→sync(child of global)": "0",
+        ])
+    }
+
+    @Test func aNestedReaderSyncRunsInlineWhateverTheQueueTargets() {
+        let serial = CQueue.create("qk.test.inline.serial")
+        let pool = CQueue.create("qk.test.inline.pool", QK_QUEUE_CONCURRENT)
+        let onSerial = CQueue.create("qk.test.inline.onserial", QK_QUEUE_CONCURRENT, target: serial)
+        let onPool = CQueue.create("qk.test.inline.onpool", QK_QUEUE_CONCURRENT, target: pool)
+        defer { serial.release(); pool.release(); onSerial.release(); onPool.release() }
+        let facts = Facts()
+        #expect(bounded {
+            for queue in [onSerial, onPool] {
+                _ = queue.sync {
+                    var ran = false
+                    facts.status("\(queue.label): nested sync", queue.sync {
+                        ran = true
+                        facts.flag("\(queue.label): current", CQueue.current == queue)
+                    })
+                    facts.flag("\(queue.label): ran", ran)
+                    facts.status("\(queue.label): nested barrier_sync", queue.barrierSync {})
+                }
+            }
+        })
+        var expected: [String: String] = [:]
+        for label in ["qk.test.inline.onserial", "qk.test.inline.onpool"] {
+            expected["\(label): nested sync"] = "0"
+            expected["\(label): current"] = "true"
+            expected["\(label): ran"] = "true"
+            expected["\(label): nested barrier_sync"] = "EDEADLK"
+        }
+        #expect(facts.all == expected)
+    }
+
     // MARK: perform
 
     @Test func performRunsInlineOnAHeldQueueAndOtherwiseAsSync() {
