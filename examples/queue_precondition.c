@@ -20,7 +20,8 @@
  *   Without arguments every precondition holds and the program exits 0 (1 if an expectation
  *   fails). With --fail it then breaks one on purpose: a reader of a concurrent queue claims to
  *   run it as a barrier, and the process aborts after printing
- *     QueueKit precondition failed: expected to be on queue as barrier 'example.cache', ...
+ *     QueueKit precondition failed: expected to be on queue as barrier 'example.cache', but the
+ *     current queue is 'example.cache' (the thread runs 'example.cache' shared, not as a barrier)
  *   so the exit status is non-zero (SIGABRT).
  */
 #include <queuekit.h>

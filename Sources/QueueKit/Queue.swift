@@ -271,12 +271,20 @@ public final class Queue: @unchecked Sendable {
     /// Aborts with one line naming the expected and the current queue unless `predicate` holds.
     public func precondition(_ predicate: Predicate) {
         guard !check(predicate) else { return }
-        Queue.preconditionFailure(expected: "\(predicate.phrase) '\(label)'")
+        // The current queue alone can mislead (a reader of the very queue that had to be held as a
+        // barrier, or a queue held further out): say how the thread holds the expected one.
+        let held = switch ExecutionContext.hold(of: self) {
+        case .none: "the thread runs no block of '\(label)'"
+        case .shared: "the thread runs '\(label)' shared, not as a barrier"
+        case .exclusive: "the thread runs '\(label)' exclusively"
+        }
+        Queue.preconditionFailure(expected: "\(predicate.phrase) '\(label)'", held: held)
     }
 
-    static func preconditionFailure(expected: String) -> Never {
+    static func preconditionFailure(expected: String, held: String? = nil) -> Never {
         let current = Queue.current.map { "'\($0.label)'" } ?? "no queue"
-        qkshim_fatal("QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)")
+        let detail = held.map { " (\($0))" } ?? ""
+        qkshim_fatal("QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)\(detail)")
     }
 }
 

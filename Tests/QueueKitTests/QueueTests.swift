@@ -1087,7 +1087,7 @@ struct QueueTests {
         let lines = String(decoding: output.value, as: UTF8.self).split(separator: "\n")
         let messages = lines.filter { $0.hasPrefix("QueueKit precondition failed") }
         #expect(messages == [
-            "QueueKit precondition failed: expected to be on queue as barrier 'qk.test.expected', but the current queue is 'qk.test.other'"
+            "QueueKit precondition failed: expected to be on queue as barrier 'qk.test.expected', but the current queue is 'qk.test.other' (the thread runs 'qk.test.expected' shared, not as a barrier)"
         ])
     }
 
