@@ -2,6 +2,7 @@
 #include "queuekit_shim.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,5 +61,8 @@ void qkshim_futex_wake(uint32_t *word, int count) {
 void qkshim_fatal(const char *message) {
     fprintf(stderr, "%s\n", message);
     fflush(stderr);
+    /* The one line above is the whole report: keep the Swift runtime's crash handler (a page of
+     * backtrace for what is the caller's bug, not a crash of ours) out of the way. */
+    signal(SIGABRT, SIG_DFL);
     abort();
 }
