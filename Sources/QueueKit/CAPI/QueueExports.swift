@@ -114,7 +114,21 @@ public func qk_queue_is_current(_ queue: OpaquePointer?) -> Bool {
 @_cdecl("qk_queue_copy_current_label") @implementation @_spi(CAPI)
 public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
     let label = ExecutionContext.innermost.map { UnsafePointer($0.pointee.queue.cLabel) } ?? emptyCString
-    return strlcpy(buffer, label, size)
+    return copyWithStrlcpySemantics(label, into: buffer, size: size)
+}
+
+/// `strlcpy(buffer, source, size)`, written out. Not a call to `strlcpy`: the static libdispatch
+/// that libqueuekit.so links in defines a global `strlcpy` of its own (its `shims.c`, for
+/// platforms without one) that returns `strlen(dst) + strlen(src) + 1`, so the static link bound
+/// the library's `strlcpy` to it instead of libbsd's: it read the caller's uninitialized buffer,
+/// returned a wrong length and crashed on a `NULL` buffer of size 0.
+private func copyWithStrlcpySemantics(_ source: UnsafePointer<CChar>, into buffer: UnsafeMutablePointer<CChar>?, size: Int) -> Int {
+    let length = strlen(source)
+    guard let buffer, size > 0 else { return length }
+    let copied = min(length, size - 1)
+    memcpy(buffer, source, copied)
+    buffer[copied] = 0
+    return length
 }
 
 @_cdecl("qk_queue_check") @implementation @_spi(CAPI)
