@@ -42,6 +42,11 @@ stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
 stage pkg-config       consume_pkgconfig
 stage find-package     consume_find_package
+# Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
+# directory, so the plain build stays incremental); the C programs under ASan+UBSan and valgrind.
+stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
+stage asan-ubsan       "$ROOT/scripts/sanitizers.sh" asan
+stage valgrind         "$ROOT/scripts/sanitizers.sh" valgrind
 
 echo
 [ $failed -eq 0 ] || echo "failed stages: ${failures[*]}"

@@ -78,7 +78,7 @@ public final class DBQueue: @unchecked Sendable {
     public func flush() throws(QueueKitError) {
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
         Parker.withParker { parker in
-            let mustWait = lane.withLock { lane in
+            let mustWait = lane.locked { lane in
                 guard lane.completed < lane.issued else { return false }
                 lane.flushWaiters.append(Waiter(target: lane.issued, parker: parker))
                 return true
@@ -131,7 +131,7 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Queues a write; returns at once.
     func writeAsync(_ work: CWork) {
-        let wake = lane.withLock { lane in
+        let wake = lane.locked { lane in
             lane.issued += 1
             lane.pending.append(.async(work))
             state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing)
@@ -160,7 +160,7 @@ public final class DBQueue: @unchecked Sendable {
     @inline(never)
     private func acquireReadWaiting() {
         Parker.withParker { parker in
-            let mustWait = lane.withLock { lane in
+            let mustWait = lane.locked { lane in
                 if state.load(ordering: .relaxed) & Self.gate == 0 {
                     state.wrappingAdd(Self.oneReader, ordering: .acquiringAndReleasing)
                     return false
@@ -181,7 +181,7 @@ public final class DBQueue: @unchecked Sendable {
     /// The last reader left while a write is due: start it.
     @inline(never)
     private func lastReaderLeft() {
-        let wake = lane.withLock { lane in
+        let wake = lane.locked { lane in
             lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
         }
         wake.perform(on: self)
@@ -191,7 +191,7 @@ public final class DBQueue: @unchecked Sendable {
 
     private func acquireWrite() {
         Parker.withParker { parker in
-            let (mustWait, wake) = lane.withLock { lane -> (Bool, Wake) in
+            let (mustWait, wake) = lane.locked { lane -> (Bool, Wake) in
                 lane.issued += 1
                 if !lane.writerActive && lane.pending.isEmpty
                     && state.compareExchange(expected: 0, desired: Self.gate, ordering: .acquiringAndReleasing).exchanged
@@ -216,7 +216,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     private func releaseWrite() {
-        let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: false) }
+        let wake = lane.locked { lane in finishWrite(&lane, inDrainer: false) }
         wake.perform(on: self)
     }
 
@@ -225,7 +225,7 @@ public final class DBQueue: @unchecked Sendable {
         var next: CWork? = first
         while let work = next {
             ExecutionContext.run(on: queue, exclusive: true, outer: nil) { work() }
-            let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: true) }
+            let wake = lane.locked { lane in finishWrite(&lane, inDrainer: true) }
             wake.unparkAll()
             next = wake.asyncWork
         }
@@ -285,7 +285,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
-        let idle = lane.withLock { $0.pending.isEmpty && !$0.writerActive }
+        let idle = lane.locked { $0.pending.isEmpty && !$0.writerActive }
         Swift.precondition(idle, "QueueKit: a DBQueue was freed with writes pending")
     }
 }

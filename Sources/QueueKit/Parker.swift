@@ -5,49 +5,108 @@ import QueueKitShim
 /// waiter sleeps. Each waiter owns its own word, so a wake-up goes to exactly the thread meant,
 /// never to a herd.
 ///
-/// The word lives in the waiter's stack frame (`Parker.withWord`), so parking allocates nothing.
-/// The waker sets the word and then wakes the futex; the waiter may already have returned and
-/// reused the memory, which only risks a spurious futex wake-up that every wait loop tolerates.
+/// The word lives in the waiter's stack frame (`Parker.withParker`, or inside a larger waiter
+/// record), so parking allocates nothing. It has three states: `idle`, `sleeping` (the waiter has
+/// announced that it is about to sleep in the kernel) and `set`. The waker exchanges the word to
+/// `set` and makes the `futex_wake` system call only when the waiter had announced its sleep, so a
+/// hand-off to a spinning waiter costs no system call. The waiter returns as soon as it sees `set`
+/// and may reuse the memory at once: the waker touches the word only through that one exchange,
+/// and a late `futex_wake` on the address only risks a spurious wake-up, which every wait loop
+/// here tolerates (and reports as futile).
 struct Parker {
-    /// How many times a waiter polls its word before it sleeps in the kernel. A hand-off between
-    /// two running threads completes in well under a microsecond, so a short spin saves the two
-    /// system calls and the scheduler round trip of a sleep (as WebKit's and parking_lot's locks do).
-    static let spinLimit = 400
+    /// How long a waiter polls its word before it sleeps in the kernel, in nanoseconds. A
+    /// hand-off between two running threads completes in well under a microsecond, while a sleep
+    /// and wake-up costs two system calls and a scheduler round trip of several microseconds, so a
+    /// short spin wins whenever the waker is running (WebKit's and parking_lot's locks spin for
+    /// the same reason). The bound is in time, not iterations, because `pause` costs from a few
+    /// cycles to ~25 ns depending on the CPU.
+    static let spinBudget: UInt64 = 6_000
+
+    static let idle: UInt32 = 0
+    static let set: UInt32 = 1
+    static let sleeping: UInt32 = 2
 
     let word: UnsafeMutablePointer<UInt32>
+
+    /// What one `park` saw, for statistics.
+    struct Report {
+        /// The waiter slept in the kernel at least once.
+        var slept = false
+        /// Kernel wake-ups after which the word was still not set.
+        var futileWakeups = 0
+    }
 
     /// Gives `body` a fresh, unset parker whose word lives on the stack for the call.
     @inline(__always)
     static func withParker<R>(_ body: (Parker) throws -> R) rethrows -> R {
         try withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 1) { buffer in
             let word = buffer.baseAddress!
-            word.initialize(to: 0)
+            word.initialize(to: idle)
             return try body(Parker(word: word))
         }
     }
 
-    var isSet: Bool { qkshim_atomic_load32(word) != 0 }
+    var isSet: Bool { qkshim_atomic_load32(word) == Self.set }
+
+    /// Sets the word. Returns true when the waiter sleeps in the kernel and must be woken with
+    /// `wake(_:)`; after this call the word's memory may already belong to someone else.
+    @inline(__always)
+    func setWord() -> Bool {
+        qkshim_atomic_exchange32(word, Self.set) == Self.sleeping
+    }
+
+    /// Wakes the kernel sleeper of a word that `setWord` reported asleep. It does not read or
+    /// write the memory, so it is safe after the waiter has returned.
+    @inline(__always)
+    static func wake(_ word: UnsafeMutablePointer<UInt32>) {
+        qkshim_futex_wake(word, 1)
+    }
 
     /// Sets the word and wakes its waiter. Call it at most once per parker, outside any lock when
-    /// possible (waking is a system call).
+    /// possible (waking may be a system call).
     func unpark() {
-        qkshim_atomic_store32(word, 1)
-        qkshim_futex_wake(word, 1)
+        if setWord() { Self.wake(word) }
     }
 
     /// Waits until `unpark` or the deadline. Returns true when unparked, false at the deadline.
     func park(until deadline: UInt64 = MonotonicClock.forever, spin: Bool = true) -> Bool {
-        if spin {
-            for _ in 0..<Self.spinLimit {
-                if isSet { return true }
-                qkshim_cpu_relax()
-            }
+        var report = Report()
+        return park(until: deadline, spin: spin, report: &report)
+    }
+
+    /// As `park(until:spin:)`, also telling what happened on the way.
+    ///
+    /// On `false` (the deadline passed) the word may still be set concurrently: the caller must
+    /// settle that race under its own lock (see `ConditionLock`).
+    func park(until deadline: UInt64, spin: Bool, report: inout Report) -> Bool {
+        if spin && spinUntilSet(deadline: deadline) { return true }
+        // Announce the sleep. If the word was set meanwhile, the exchange overwrote `set`: put it
+        // back (the waker never looks at the word again) and we are done.
+        if qkshim_atomic_exchange32(word, Self.sleeping) == Self.set {
+            qkshim_atomic_store32(word, Self.set)
+            return true
         }
-        while !isSet {
-            if qkshim_futex_wait(word, 0, deadline) == ETIMEDOUT {
-                return isSet
-            }
+        while true {
+            let result = qkshim_futex_wait(word, Self.sleeping, deadline)
+            if isSet { return true }
+            report.slept = true
+            if result == ETIMEDOUT { return false }
+            if deadline != MonotonicClock.forever && MonotonicClock.now() >= deadline { return false }
+            report.futileWakeups += 1
         }
-        return true
+    }
+
+    /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set.
+    @inline(__always)
+    private func spinUntilSet(deadline: UInt64) -> Bool {
+        let start = MonotonicClock.now()
+        let end = min(deadline, start &+ Self.spinBudget)
+        var polls: UInt32 = 0
+        while true {
+            if isSet { return true }
+            qkshim_cpu_relax()
+            polls &+= 1
+            if polls & 15 == 0 && MonotonicClock.now() >= end { return false }
+        }
     }
 }

@@ -116,7 +116,7 @@ public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, 
     let label = ExecutionContext.innermost.map { UnsafePointer($0.pointee.queue.cLabel) } ?? emptyCString
     // A NULL buffer only measures, whatever `size` says: misuse must not crash.
     guard let buffer, size > 0 else { return strlen(label) }
-    return strlcpy(buffer, label, size)
+    return qkshim_strlcpy(buffer, label, size)
 }
 
 @_cdecl("qk_queue_check") @implementation @_spi(CAPI)

@@ -1,0 +1,133 @@
+import CQueueKit
+import Glibc
+
+// Section 3 of the C API: the condition lock. A `qk_condlock_t *` is a `ConditionLock<Int>`
+// (`intptr_t` is `Int`). Argument checks and conversions only; the behaviour is the Swift type's.
+
+/// The Swift type behind `qk_condlock_t`.
+typealias CConditionLock = ConditionLock<Int>
+
+@inline(__always)
+private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) -> Int32) -> Int32 {
+    Handle.status(lock, as: CConditionLock.self, body)
+}
+
+@_cdecl("qk_condlock_create") @implementation @_spi(CAPI)
+public func qk_condlock_create(_ condition: Int) -> OpaquePointer? {
+    Handle.retained(CConditionLock(condition: condition))
+}
+
+@_cdecl("qk_condlock_destroy") @implementation @_spi(CAPI)
+public func qk_condlock_destroy(_ lock: OpaquePointer?) -> Int32 {
+    guard let lock else { return EINVAL }
+    let status = condlockStatus(lock) { $0.retireIfIdle() ? 0 : EBUSY }
+    if status == 0 { Handle.release(lock, as: CConditionLock.self) }
+    return status
+}
+
+@_cdecl("qk_condlock_lock") @implementation @_spi(CAPI)
+public func qk_condlock_lock(_ lock: OpaquePointer?) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.lock() } }
+}
+
+@_cdecl("qk_condlock_trylock") @implementation @_spi(CAPI)
+public func qk_condlock_trylock(_ lock: OpaquePointer?) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.tryLock() } }
+}
+
+@_cdecl("qk_condlock_lock_until") @implementation @_spi(CAPI)
+public func qk_condlock_lock_until(_ lock: OpaquePointer?, _ deadline: UInt64) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.lock(before: deadline) } }
+}
+
+@_cdecl("qk_condlock_lock_when") @implementation @_spi(CAPI)
+public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.lock(whenCondition: condition) } }
+}
+
+@_cdecl("qk_condlock_trylock_when") @implementation @_spi(CAPI)
+public func qk_condlock_trylock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.tryLock(whenCondition: condition) } }
+}
+
+@_cdecl("qk_condlock_lock_when_until") @implementation @_spi(CAPI)
+public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int, _ deadline: UInt64) -> Int32 {
+    condlockStatus(lock) { lock in
+        status { () throws(QueueKitError) in try lock.lock(whenCondition: condition, before: deadline) }
+    }
+}
+
+@_cdecl("qk_condlock_unlock") @implementation @_spi(CAPI)
+public func qk_condlock_unlock(_ lock: OpaquePointer?) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.unlock() } }
+}
+
+@_cdecl("qk_condlock_unlock_with") @implementation @_spi(CAPI)
+public func qk_condlock_unlock_with(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.unlock(withCondition: condition) } }
+}
+
+@_cdecl("qk_condlock_set") @implementation @_spi(CAPI)
+public func qk_condlock_set(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.set(condition) } }
+}
+
+@_cdecl("qk_condlock_condition") @implementation @_spi(CAPI)
+public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.condition }
+}
+
+@_cdecl("qk_condlock_set_name") @implementation @_spi(CAPI)
+public func qk_condlock_set_name(_ lock: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+    condlockStatus(lock) { $0.setName(name) ? 0 : ENOMEM }
+}
+
+@_cdecl("qk_condlock_name") @implementation @_spi(CAPI)
+public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: emptyCName) { $0.cName }
+}
+
+@_cdecl("qk_condlock_get_stats") @implementation @_spi(CAPI)
+public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutablePointer<qk_condlock_stats_t>?) -> Int32 {
+    guard let stats else { return EINVAL }
+    return condlockStatus(lock) { lock in
+        // size_t arrives as Int: read it unsigned, or a huge size (SIZE_MAX) would be negative.
+        let size = UInt(bitPattern: stats.pointee.size)
+        guard size >= StatsField.acquisitions.end else { return EINVAL }
+        let snapshot = lock.stats
+        let values: [(StatsField, UInt64)] = [
+            (.acquisitions, snapshot.acquisitions), (.contended, snapshot.contended),
+            (.wakeups, snapshot.wakeups), (.futileWakeups, snapshot.futileWakeups),
+            (.timeouts, snapshot.timeouts),
+        ]
+        let base = UnsafeMutableRawPointer(stats)
+        for (field, value) in values where size >= field.end {
+            base.storeBytes(of: value, toByteOffset: field.offset, as: UInt64.self)
+        }
+        return 0
+    }
+}
+
+/// The counters of `qk_condlock_stats_t` by position, so a caller compiled against an older,
+/// shorter struct gets only the fields it has room for.
+private enum StatsField {
+    case acquisitions, contended, wakeups, futileWakeups, timeouts
+
+    var offset: Int {
+        switch self {
+        case .acquisitions: MemoryLayout<qk_condlock_stats_t>.offset(of: \.acquisitions)!
+        case .contended: MemoryLayout<qk_condlock_stats_t>.offset(of: \.contended)!
+        case .wakeups: MemoryLayout<qk_condlock_stats_t>.offset(of: \.wakeups)!
+        case .futileWakeups: MemoryLayout<qk_condlock_stats_t>.offset(of: \.futile_wakeups)!
+        case .timeouts: MemoryLayout<qk_condlock_stats_t>.offset(of: \.timeouts)!
+        }
+    }
+
+    /// The smallest `size` that holds the field.
+    var end: UInt { UInt(offset + MemoryLayout<UInt64>.size) }
+}
+
+private let emptyNameString: StaticString = ""
+private var emptyCName: UnsafePointer<CChar> {
+    UnsafeRawPointer(emptyNameString.utf8Start).assumingMemoryBound(to: CChar.self)
+}

@@ -1,0 +1,553 @@
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+/// The bits of a condition lock's state word.
+private enum StateBit {
+    /// The lock is held.
+    static let locked: UInt = 1
+    /// A thread is reading or changing the condition, the waiter queue or the name: a tiny spin
+    /// lock, held for a few dozen instructions and never across a system call.
+    static let guarded: UInt = 2
+    /// The waiter queue is not empty: the fast unlock must take the slow path to hand off.
+    static let queued: UInt = 4
+}
+
+/// A lock plus a condition value, with `NSConditionLock`'s semantics and none of its traps.
+///
+/// The lock and its condition are two independent states: ``lock()`` acquires the lock whatever
+/// the condition (and keeps it), ``lock(whenCondition:)`` acquires it only when it is free *and*
+/// the condition equals the wanted value. ``unlock(withCondition:)`` sets the condition and
+/// releases in one step, so no thread ever sees the lock free with the old value.
+///
+/// How waiting works:
+/// - **Direct hand-off, no herd.** A thread that must wait queues a record on its own stack and
+///   sleeps on its own word. The releasing thread picks the *first* queued waiter, in arrival
+///   order, that the new state satisfies (a plain `lock` waiter accepts any condition; a
+///   `lock(whenCondition: c)` waiter needs the condition to be `c`), makes it the owner and wakes
+///   only that thread. Waiters for other values are not touched, so a wake-up is never futile
+///   (``Stats/futileWakeups`` counts only spurious kernel wake-ups).
+/// - **Fairness.** Waiters for the same value are served strictly in arrival order. A newcomer
+///   can only take a *free* lock, and the lock is never left free while a queued waiter could
+///   take it (the release hands it over instead), so barging never overtakes a waiter that the
+///   state satisfies: no starvation, at the price of a context switch per contended hand-off
+///   under heavy plain-mutex contention.
+/// - **Spin, then sleep.** A waiter that is first in the queue polls its word for a few
+///   microseconds (``Parker/spinBudget``) before it sleeps in the kernel, which makes a
+///   two-thread ping-pong cost a few hundred nanoseconds instead of two system calls; waiters
+///   further back sleep at once, so a long queue never burns the CPUs its predecessors need.
+/// - **Deadlines** are absolute nanoseconds on `CLOCK_MONOTONIC` (``MonotonicClock``); a deadline
+///   already past tries once. A waiter whose deadline passes at the moment it is handed the lock
+///   keeps the lock and succeeds: which one happened first is settled under the queue's guard.
+///
+/// Ownership is checked: unlocking from a thread that does not hold the lock throws
+/// ``QueueKitError/notPermitted`` and changes nothing; locking again from the holder throws
+/// ``QueueKitError/wouldDeadlock``; a try from the holder throws ``QueueKitError/busy``.
+///
+/// The uncontended ``lock()`` is one compare-and-swap, ``unlock()`` one more, with no allocation
+/// and no reference counting; waiting allocates nothing either.
+///
+/// Thread safety: every member may be called from any thread. The lock is not recursive.
+public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sendable {
+    /// Counters since creation, a snapshot (each field is read atomically, not all of them at once).
+    public struct Stats: Sendable, Hashable {
+        /// Successful `lock*` and `tryLock*` calls of every kind, and each ``ConditionLock/set(_:)``.
+        public var acquisitions: UInt64 = 0
+        /// Acquisitions that had to wait.
+        public var contended: UInt64 = 0
+        /// Times a waiting thread resumed: by a hand-off (whether it was spinning or asleep) or
+        /// spuriously.
+        public var wakeups: UInt64 = 0
+        /// Wake-ups after which the thread had to wait again (only spurious kernel wake-ups: the
+        /// lock never wakes a waiter that the new state does not satisfy).
+        public var futileWakeups: UInt64 = 0
+        /// Timed calls that threw ``QueueKitError/timedOut``, past deadlines included.
+        public var timeouts: UInt64 = 0
+
+        public init() {}
+    }
+
+    /// A queued waiter, on the waiting thread's stack.
+    private struct Waiter {
+        let parker: Parker
+        let threadID: UInt64
+        /// The condition the waiter needs; `nil` for a plain `lock`, which accepts any.
+        let wanted: Condition?
+        var next: UnsafeMutablePointer<Waiter>? = nil
+        var previous: UnsafeMutablePointer<Waiter>? = nil
+    }
+
+    private enum WaitOutcome { case acquired, timedOut }
+
+    private enum LockChange { case keep, take, drop }
+
+    private let state = Atomic<UInt>(0)
+    /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
+    /// releasing thread on a hand-off (before the new owner resumes).
+    private let owner = Atomic<UInt64>(0)
+
+    // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
+    // would only add cost to every hand-off.)
+    @exclusivity(unchecked) private var value: Condition
+    @exclusivity(unchecked) private var head: UnsafeMutablePointer<Waiter>? = nil
+    @exclusivity(unchecked) private var tail: UnsafeMutablePointer<Waiter>? = nil
+
+    // Written only by the thread that holds the lock (a plain load and store, no read-modify-write
+    // on the fast path); readable by anyone.
+    private let acquisitionCount = Atomic<UInt64>(0)
+    private let contendedCount = Atomic<UInt64>(0)
+    private let handOffCount = Atomic<UInt64>(0)
+    // Written by threads that do not hold the lock.
+    private let futileCount = Atomic<UInt64>(0)
+    private let timeoutCount = Atomic<UInt64>(0)
+
+    /// The name as a `strdup`ed C string (its address, 0 when unnamed).
+    private let nameAddress = Mutex<UInt>(0)
+
+    /// Creates an unlocked lock whose condition is `condition`.
+    ///
+    /// - Parameter name: a name for diagnostics (see ``name``).
+    public init(condition: Condition, name: String? = nil) {
+        self.value = condition
+        if let name { self.name = name }
+    }
+
+    deinit {
+        free(UnsafeMutableRawPointer(bitPattern: nameAddress.locked { $0 }))
+    }
+
+    // MARK: Acquiring
+
+    /// Acquires the lock whatever the condition, which it keeps; waits as long as needed.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    @inline(__always)
+    public func lock() throws(QueueKitError) {
+        if _fastPath(acquireIfIdle()) { return }
+        try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false)
+    }
+
+    /// Acquires the lock if it is free, whatever the condition.
+    ///
+    /// - Throws: ``QueueKitError/busy`` when it is held (also by the calling thread).
+    @inline(__always)
+    public func tryLock() throws(QueueKitError) {
+        if _fastPath(acquireIfIdle()) { return }
+        try acquire(wanted: nil, deadline: 0, isTry: true)
+    }
+
+    /// Acquires the lock whatever the condition, giving up at `deadline`.
+    ///
+    /// - Parameter deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever``
+    ///   never expires; a deadline already past tries once.
+    /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
+    ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    @inline(__always)
+    public func lock(before deadline: UInt64) throws(QueueKitError) {
+        if _fastPath(acquireIfIdle()) { return }
+        try acquire(wanted: nil, deadline: deadline, isTry: false)
+    }
+
+    /// As ``lock(before:)-(UInt64)``, with a `ContinuousClock` deadline.
+    public func lock(before deadline: ContinuousClock.Instant) throws(QueueKitError) {
+        try lock(before: MonotonicClock.deadline(deadline))
+    }
+
+    /// As ``lock(before:)-(UInt64)``, with a `DispatchTime` deadline (`.distantFuture`: forever).
+    public func lock(before deadline: DispatchTime) throws(QueueKitError) {
+        try lock(before: MonotonicClock.deadline(deadline))
+    }
+
+    /// Returns holding the lock with the condition equal to `condition`, waiting as long as needed.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    public func lock(whenCondition condition: Condition) throws(QueueKitError) {
+        try acquire(wanted: condition, deadline: MonotonicClock.forever, isTry: false)
+    }
+
+    /// Acquires the lock only if it is free and its condition equals `condition`.
+    ///
+    /// - Throws: ``QueueKitError/busy`` otherwise (also when the calling thread holds it).
+    public func tryLock(whenCondition condition: Condition) throws(QueueKitError) {
+        try acquire(wanted: condition, deadline: 0, isTry: true)
+    }
+
+    /// As ``lock(whenCondition:)``, giving up at `deadline`.
+    ///
+    /// - Parameter deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever``
+    ///   never expires; a deadline already past tries once.
+    /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
+    ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    public func lock(whenCondition condition: Condition, before deadline: UInt64) throws(QueueKitError) {
+        try acquire(wanted: condition, deadline: deadline, isTry: false)
+    }
+
+    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with a `ContinuousClock` deadline.
+    public func lock(whenCondition condition: Condition, before deadline: ContinuousClock.Instant) throws(QueueKitError) {
+        try lock(whenCondition: condition, before: MonotonicClock.deadline(deadline))
+    }
+
+    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with a `DispatchTime` deadline.
+    public func lock(whenCondition condition: Condition, before deadline: DispatchTime) throws(QueueKitError) {
+        try lock(whenCondition: condition, before: MonotonicClock.deadline(deadline))
+    }
+
+    // MARK: Releasing
+
+    /// Releases the lock, keeping the condition; hands it to the first waiter that the condition
+    /// satisfies, if any.
+    ///
+    /// - Throws: ``QueueKitError/notPermitted`` (nothing changed) when the calling thread does not
+    ///   hold the lock.
+    @inline(__always)
+    public func unlock() throws(QueueKitError) {
+        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        owner.store(0, ordering: .relaxed)
+        if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
+            return
+        }
+        release(setting: nil)
+    }
+
+    /// Sets the condition and releases the lock in one step: no thread sees the lock free with the
+    /// old condition. Wakes only the first waiter that the new state satisfies.
+    ///
+    /// - Throws: ``QueueKitError/notPermitted`` (nothing changed) when the calling thread does not
+    ///   hold the lock.
+    public func unlock(withCondition condition: Condition) throws(QueueKitError) {
+        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        owner.store(0, ordering: .relaxed)
+        release(setting: condition)
+    }
+
+    /// Acquires the lock, then ``unlock(withCondition:)``: sets the condition from a thread that
+    /// does not hold the lock, waking a waiter for it. This is how a chain of tasks starts (the
+    /// seed's "task A"), without unlocking a lock nobody holds.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread holds the lock (use
+    ///   ``unlock(withCondition:)``).
+    public func set(_ condition: Condition) throws(QueueKitError) {
+        try lock()
+        try unlock(withCondition: condition)
+    }
+
+    // MARK: Scoped forms
+
+    /// Runs `body` holding the lock with the condition equal to `condition`, then releases it with
+    /// the condition `body` returns: the next state cannot be forgotten.
+    ///
+    /// When `body` throws, the lock is released with the condition unchanged and the error is
+    /// rethrown.
+    ///
+    /// - Parameter deadline: as in ``lock(whenCondition:before:)-(_,UInt64)``; forever by default.
+    /// - Throws: what `body` throws, or the ``QueueKitError`` of acquiring (`body` did not run).
+    public func withLock(
+        whenCondition condition: Condition,
+        before deadline: UInt64 = MonotonicClock.forever,
+        _ body: () throws -> Condition
+    ) throws {
+        try lock(whenCondition: condition, before: deadline)
+        let next: Condition
+        do {
+            next = try body()
+        } catch {
+            try? unlock()
+            throw error
+        }
+        try unlock(withCondition: next)
+    }
+
+    /// Runs `body` holding the lock whatever the condition, which it keeps, and returns its result.
+    ///
+    /// - Throws: what `body` throws (the lock is released first), or
+    ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    public func withLock<Result>(_ body: () throws -> Result) throws -> Result {
+        try lock()
+        defer { try? unlock() }
+        return try body()
+    }
+
+    // MARK: Observing
+
+    /// The current condition, read without a race (it is the value some moment between the call
+    /// and its return). Thread-safe; never waits for the lock's holder.
+    public var condition: Condition {
+        acquireGuard()
+        let current = value
+        releaseGuard(.keep)
+        return current
+    }
+
+    /// The lock's name, "" when unnamed. Thread-safe.
+    public var name: String {
+        get { nameAddress.locked { String(cString: UnsafePointer<CChar>(bitPattern: $0) ?? Self.emptyName) } }
+        set { newValue.withCString { _ = setName($0) } }
+    }
+
+    /// Counters since creation. Thread-safe.
+    public var stats: Stats {
+        var stats = Stats()
+        stats.acquisitions = acquisitionCount.load(ordering: .relaxed)
+        stats.contended = contendedCount.load(ordering: .relaxed)
+        let futile = futileCount.load(ordering: .relaxed)
+        stats.wakeups = handOffCount.load(ordering: .relaxed) &+ futile
+        stats.futileWakeups = futile
+        stats.timeouts = timeoutCount.load(ordering: .relaxed)
+        return stats
+    }
+
+    /// How many threads are waiting for the lock right now (a snapshot, for diagnostics and
+    /// tests). Thread-safe.
+    public var waiterCount: Int {
+        acquireGuard()
+        var count = 0
+        var node = head
+        while let waiter = node {
+            count += 1
+            node = waiter.pointee.next
+        }
+        releaseGuard(.keep)
+        return count
+    }
+
+    /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
+    public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }
+
+    // MARK: For the C layer
+
+    private static var emptyName: UnsafePointer<CChar> {
+        UnsafeRawPointer(("" as StaticString).utf8Start).assumingMemoryBound(to: CChar.self)
+    }
+
+    /// The name as a C string, valid until the next `setName` or the lock's end.
+    var cName: UnsafePointer<CChar> {
+        nameAddress.locked { UnsafePointer<CChar>(bitPattern: $0) } ?? Self.emptyName
+    }
+
+    /// Replaces the name with a copy of `name` (`nil`: unnamed). False when out of memory.
+    func setName(_ name: UnsafePointer<CChar>?) -> Bool {
+        var copy: UnsafeMutablePointer<CChar>?
+        if let name {
+            copy = strdup(name)
+            if copy == nil { return false }
+        }
+        let newAddress = UInt(bitPattern: copy)
+        let old = nameAddress.locked { address in
+            let old = address
+            address = newAddress
+            return old
+        }
+        free(UnsafeMutableRawPointer(bitPattern: old))
+        return true
+    }
+
+    /// Takes the lock for good if nobody holds it, waits for it or is inside a call that changes
+    /// it: the first step of destroying it. False when it is in use.
+    func retireIfIdle() -> Bool {
+        state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged
+    }
+
+    // MARK: Implementation
+
+    /// The uncontended acquisition: one compare-and-swap, then the holder's bookkeeping.
+    @inline(__always)
+    private func acquireIfIdle() -> Bool {
+        guard state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
+            return false
+        }
+        didAcquire(by: qkshim_thread_id(), waited: false)
+        return true
+    }
+
+    /// Bookkeeping of the new holder: owner and counters (only the holder writes them, so a load
+    /// and a store suffice).
+    @inline(__always)
+    private func didAcquire(by thread: UInt64, waited: Bool) {
+        owner.store(thread, ordering: .relaxed)
+        acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        if waited {
+            contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            handOffCount.store(handOffCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        }
+    }
+
+    /// Every acquisition but the uncontended plain one: ownership check, an immediate take when
+    /// the state allows it, otherwise a try's failure or a queued wait for a hand-off.
+    @inline(never)
+    private func acquire(wanted: Condition?, deadline: UInt64, isTry: Bool) throws(QueueKitError) {
+        let me = qkshim_thread_id()
+        if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
+
+        // A plain lock takes any free lock: a free lock has no queued waiter it could overtake.
+        if wanted == nil && takeIfFree() {
+            didAcquire(by: me, waited: false)
+            return
+        }
+
+        let observed = acquireGuard()
+        if observed & StateBit.locked == 0 && (wanted == nil || wanted == value) {
+            if releaseGuard(.take) {
+                didAcquire(by: me, waited: false)
+                return
+            }
+            // A plain lock took it meanwhile; we still hold the guard: wait below.
+        }
+        if isTry {
+            releaseGuard(.keep)
+            throw .busy
+        }
+        if deadline != MonotonicClock.forever && deadline <= MonotonicClock.now() {
+            timeoutCount.add(1, ordering: .relaxed)
+            releaseGuard(.keep)
+            throw .timedOut
+        }
+        let outcome = Parker.withParker { parker in
+            withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer in
+                let node = buffer.baseAddress!
+                node.initialize(to: Waiter(parker: parker, threadID: me, wanted: wanted))
+                defer { node.deinitialize(count: 1) }
+                return wait(queuing: node, until: deadline)
+            }
+        }
+        switch outcome {
+        case .acquired: didAcquire(by: me, waited: true)
+        case .timedOut: throw .timedOut
+        }
+    }
+
+    /// Sets the locked bit if it is clear, whatever the other bits. True when it did.
+    @inline(__always)
+    private func takeIfFree() -> Bool {
+        var current = state.load(ordering: .relaxed)
+        while current & StateBit.locked == 0 {
+            let (exchanged, now) = state.compareExchange(
+                expected: current, desired: current | StateBit.locked,
+                successOrdering: .acquiring, failureOrdering: .relaxed)
+            if exchanged { return true }
+            current = now
+        }
+        return false
+    }
+
+    /// Queues `node` (the caller holds the guard, which this releases) and waits for a hand-off
+    /// or the deadline. On `.acquired` the releasing thread has already made us the owner.
+    private func wait(queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64) -> WaitOutcome {
+        // Only the first waiter spins: the ones behind it would burn the CPUs that the threads
+        // ahead of them need to run and release.
+        let spins = head == nil
+        append(node)
+        releaseGuard(.keep)
+
+        let parker = node.pointee.parker
+        var report = Parker.Report()
+        var handedOff = parker.park(until: deadline, spin: spins, report: &report)
+        if report.futileWakeups > 0 {
+            futileCount.add(UInt64(report.futileWakeups), ordering: .relaxed)
+        }
+        if handedOff { return .acquired }
+
+        // The deadline passed. A release may be handing us the lock right now: whichever of the
+        // two got the guard first wins. The releaser sets our word under the guard.
+        acquireGuard()
+        handedOff = parker.isSet
+        if !handedOff {
+            unlink(node)
+            timeoutCount.add(1, ordering: .relaxed)
+        }
+        releaseGuard(.keep)
+        return handedOff ? .acquired : .timedOut
+    }
+
+    /// Releases the held lock (owner already cleared), optionally setting the condition, handing
+    /// it to the first queued waiter that the new state satisfies.
+    private func release(setting newValue: Condition?) {
+        acquireGuard()
+        if let newValue { value = newValue }
+        var candidate = head
+        while let waiter = candidate {
+            if let wanted = waiter.pointee.wanted, wanted != value {
+                candidate = waiter.pointee.next
+            } else {
+                break
+            }
+        }
+        guard let chosen = candidate else {
+            releaseGuard(.drop)
+            return
+        }
+        unlink(chosen)
+        owner.store(chosen.pointee.threadID, ordering: .relaxed)
+        // Setting the word is the hand-off; from here on `chosen` may be gone.
+        let word = chosen.pointee.parker.word
+        let asleep = chosen.pointee.parker.setWord()
+        releaseGuard(.keep)
+        if asleep { Parker.wake(word) }
+    }
+
+    // MARK: The guard
+
+    /// Spins until this thread holds the guard. Returns the state word as it was taken.
+    @discardableResult
+    private func acquireGuard() -> UInt {
+        var current = state.load(ordering: .relaxed)
+        var spins: UInt32 = 0
+        while true {
+            if current & StateBit.guarded == 0 {
+                let (exchanged, now) = state.compareExchange(
+                    expected: current, desired: current | StateBit.guarded,
+                    successOrdering: .acquiring, failureOrdering: .relaxed)
+                if exchanged { return current }
+                current = now
+                continue
+            }
+            // The holder may have been preempted (more threads than CPUs): let it run.
+            spins &+= 1
+            if spins < 64 { qkshim_cpu_relax() } else { sched_yield() }
+            current = state.load(ordering: .relaxed)
+        }
+    }
+
+    /// Releases the guard, publishing whether waiters are queued, and changes the locked bit:
+    /// `.take` sets it if it is clear (false, guard still held, when a plain lock set it meanwhile),
+    /// `.drop` clears it. Only plain locks change the word while the guard is held, and only by
+    /// setting a clear locked bit.
+    @discardableResult
+    private func releaseGuard(_ change: LockChange) -> Bool {
+        let queued = head == nil ? 0 : StateBit.queued
+        var current = state.load(ordering: .relaxed)
+        while true {
+            var desired = (current & ~(StateBit.guarded | StateBit.queued)) | queued
+            switch change {
+            case .keep:
+                break
+            case .take:
+                if current & StateBit.locked != 0 { return false }
+                desired |= StateBit.locked
+            case .drop:
+                desired &= ~StateBit.locked
+            }
+            let (exchanged, now) = state.compareExchange(
+                expected: current, desired: desired,
+                successOrdering: .acquiringAndReleasing, failureOrdering: .relaxed)
+            if exchanged { return true }
+            current = now
+        }
+    }
+
+    private func append(_ node: UnsafeMutablePointer<Waiter>) {
+        node.pointee.previous = tail
+        node.pointee.next = nil
+        if let tail { tail.pointee.next = node } else { head = node }
+        tail = node
+    }
+
+    private func unlink(_ node: UnsafeMutablePointer<Waiter>) {
+        let previous = node.pointee.previous
+        let next = node.pointee.next
+        if let previous { previous.pointee.next = next } else { head = next }
+        if let next { next.pointee.previous = previous } else { tail = previous }
+        node.pointee.next = nil
+        node.pointee.previous = nil
+    }
+}
