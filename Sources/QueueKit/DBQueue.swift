@@ -36,7 +36,7 @@ public final class DBQueue: @unchecked Sendable {
     private static let oneReader = 2
 
     /// Everything about writes and waiting threads, under one lock; touched only off the fast path.
-    private let lane = Mutex(Lane())
+    private let lane = Lock(Lane())
 
     /// Where asynchronous writes run, one at a time.
     private let writer: DispatchQueue
