@@ -36,10 +36,17 @@ public final class DBQueue: @unchecked Sendable {
     private static let oneReader = 2
 
     /// Everything about writes and waiting threads, under one lock; touched only off the fast path.
-    private let lane = Mutex(Lane())
+    private let lane = Lock(Lane())
 
     /// Where asynchronous writes run, one at a time.
     private let writer: DispatchQueue
+
+    /// Testing only: called by the reader that left last while a write is due, after its
+    /// decrement and before it starts the write. Set it before the queue is shared.
+    var testHookBeforeLastReaderStarts: (() -> Void)?
+
+    /// Testing only: writes queued and not yet started.
+    var pendingWriteCount: Int { lane.withLock { $0.pending.count } }
 
     /// Creates a DB queue.
     public init(label: String? = nil) throws(QueueKitError) {
@@ -78,7 +85,7 @@ public final class DBQueue: @unchecked Sendable {
     public func flush() throws(QueueKitError) {
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
         Parker.withParker { parker in
-            let mustWait = lane.locked { lane in
+            let mustWait = lane.withLock { lane in
                 guard lane.completed < lane.issued else { return false }
                 lane.flushWaiters.append(Waiter(target: lane.issued, parker: parker))
                 return true
@@ -131,10 +138,10 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Queues a write; returns at once.
     func writeAsync(_ work: CWork) {
-        let wake = lane.locked { lane in
+        let wake = lane.withLock { lane in
             lane.issued += 1
             lane.pending.append(.async(work))
-            state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing)
+            closeGate(&lane)
             return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
         }
         wake.perform(on: self)
@@ -160,7 +167,7 @@ public final class DBQueue: @unchecked Sendable {
     @inline(never)
     private func acquireReadWaiting() {
         Parker.withParker { parker in
-            let mustWait = lane.locked { lane in
+            let mustWait = lane.withLock { lane in
                 if state.load(ordering: .relaxed) & Self.gate == 0 {
                     state.wrappingAdd(Self.oneReader, ordering: .acquiringAndReleasing)
                     return false
@@ -179,10 +186,15 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     /// The last reader left while a write is due: start it.
+    ///
+    /// The reader still uses the queue here, after its decrement: no other thread may start the
+    /// write meanwhile (`Lane.lastReaderStartsNext`), or a `destroy` could free the queue under it.
     @inline(never)
     private func lastReaderLeft() {
-        let wake = lane.locked { lane in
-            lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+        testHookBeforeLastReaderStarts?()
+        let wake = lane.withLock { lane in
+            lane.lastReaderStartsNext = false
+            return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
         }
         wake.perform(on: self)
     }
@@ -191,7 +203,7 @@ public final class DBQueue: @unchecked Sendable {
 
     private func acquireWrite() {
         Parker.withParker { parker in
-            let (mustWait, wake) = lane.locked { lane -> (Bool, Wake) in
+            let (mustWait, wake) = lane.withLock { lane -> (Bool, Wake) in
                 lane.issued += 1
                 if !lane.writerActive && lane.pending.isEmpty
                     && state.compareExchange(expected: 0, desired: Self.gate, ordering: .acquiringAndReleasing).exchanged
@@ -200,7 +212,7 @@ public final class DBQueue: @unchecked Sendable {
                     return (false, Wake())
                 }
                 lane.pending.append(.sync(parker))
-                state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing)
+                closeGate(&lane)
                 // The readers may all have left before the gate closed, and then nobody else
                 // starts the next write: do it here (it may be ours, or an earlier one).
                 var wake = lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
@@ -216,7 +228,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     private func releaseWrite() {
-        let wake = lane.locked { lane in finishWrite(&lane, inDrainer: false) }
+        let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: false) }
         wake.perform(on: self)
     }
 
@@ -225,7 +237,7 @@ public final class DBQueue: @unchecked Sendable {
         var next: CWork? = first
         while let work = next {
             ExecutionContext.run(on: queue, exclusive: true, outer: nil) { work() }
-            let wake = lane.locked { lane in finishWrite(&lane, inDrainer: true) }
+            let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: true) }
             wake.unparkAll()
             next = wake.asyncWork
         }
@@ -262,6 +274,13 @@ public final class DBQueue: @unchecked Sendable {
         }
     }
 
+    /// Closes the gate for a write just queued. Readers already inside make the one that leaves
+    /// last responsible for starting the next write.
+    private func closeGate(_ lane: inout Lane) {
+        let before = state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing).oldValue
+        if before & Self.gate == 0 && before != 0 { lane.lastReaderStartsNext = true }
+    }
+
     /// No write is running: start the next one if no reader is inside, or open the gate when
     /// none is pending.
     private func startNext(_ lane: inout Lane, inDrainer: Bool) -> Wake {
@@ -271,7 +290,14 @@ public final class DBQueue: @unchecked Sendable {
             admitReaders(&lane, upTo: .max, into: &wake)
             return wake
         }
-        guard state.load(ordering: .acquiring) & ~Self.gate == 0 else { return wake }
+        // With the gate closed the reader count only falls, and the decrement that empties it
+        // sees the gate and calls `lastReaderLeft`: leave the start to that reader. A count seen
+        // as zero is not enough: the last reader may have left without having started it yet.
+        if lane.lastReaderStartsNext { return wake }
+        guard state.load(ordering: .acquiring) & ~Self.gate == 0 else {
+            lane.lastReaderStartsNext = true
+            return wake
+        }
         lane.pending.removeFirst()
         lane.writerActive = true
         switch item {
@@ -285,7 +311,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
-        let idle = lane.locked { $0.pending.isEmpty && !$0.writerActive }
+        let idle = lane.withLock { $0.pending.isEmpty && !$0.writerActive }
         Swift.precondition(idle, "QueueKit: a DBQueue was freed with writes pending")
     }
 }
@@ -311,6 +337,10 @@ private struct Lane: @unchecked Sendable {
     var completed: UInt64 = 0
     var waitingReaders: [Waiter] = []
     var flushWaiters: [Waiter] = []
+    /// A write is due while readers are (or were just) inside: the reader whose decrement empties
+    /// the count starts it, in `lastReaderLeft`; until then nobody else does. True exactly when
+    /// the gate is closed, no write runs, and such a reader exists or is on its way to the lock.
+    var lastReaderStartsNext = false
 }
 
 /// What to do once the lane's lock is released: threads to wake, and asynchronous work that
