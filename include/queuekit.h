@@ -159,20 +159,24 @@ QK_EXPORT int qk_queue_async(qk_queue_t *queue, void *context, qk_function_t wor
  *  Where dispatch would crash or hang because of what the calling thread already runs (here or
  *  further out, through sync hops), returns EDEADLK without running `work`: when the thread
  *  holds `queue` exclusively (a block of a serial queue, a barrier block of a concurrent one, the
- *  main queue on the main thread), or holds exclusively a queue that `queue` targets.
- *  On a concurrent queue whose non-barrier block the thread already runs, `work` runs inline at
- *  once: it can never wait behind a pending barrier.
+ *  main queue on the main thread); when it holds exclusively a queue that `queue` targets; and
+ *  when it runs a non-barrier block of a concurrent queue that `queue` targets (dispatch would
+ *  queue `work` there behind any pending barrier, which waits for the thread itself).
+ *  On a concurrent queue whose non-barrier block the thread already runs (directly or through a
+ *  queue that targets it), `work` runs inline at once: it can never wait behind a pending barrier.
  *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. */
 QK_EXPORT int qk_queue_sync(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Submits `work(context)` as a barrier: on a concurrent queue it runs alone, after the blocks
- *  submitted before it; on a serial queue it is the same as qk_queue_async. Returns at once.
+ *  submitted before it; on a serial queue, and on the global queues (which, as in dispatch, do
+ *  not honour barriers), it is the same as qk_queue_async. Returns at once.
  *  EINVAL: as qk_queue_async. */
 QK_EXPORT int qk_queue_barrier_async(qk_queue_t *queue, void *context, qk_function_t work);
 
-/** Runs `work(context)` as a barrier on `queue` and waits for it. Returns EDEADLK without
- *  running `work` when the calling thread runs any block of `queue` (here or further out), or
- *  holds exclusively a queue that `queue` targets. EINVAL: as qk_queue_async. */
+/** Runs `work(context)` as a barrier on `queue` and waits for it (on a global queue: as
+ *  qk_queue_sync). Returns EDEADLK without running `work` when the calling thread runs any block
+ *  of `queue` (here or further out), and in the target cases of qk_queue_sync.
+ *  EINVAL: as qk_queue_async. */
 QK_EXPORT int qk_queue_barrier_sync(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` on `queue` now, the safe way: inline when the calling thread is already

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage: SwiftPM build and tests, the CMake build and its ctest
 # checks (header, exports, standalone library, examples), the installed library consumed by
-# outside builds, and one quick run of the benchmark (every row produced; no timing judged). Every stage runs even when one before it failed; the last line is
-# "N passed, N failed" over the stages, and the exit status is non-zero when any failed.
+# outside builds, the sanitizer stages, and one quick run of the benchmark (every row produced; no
+# timing judged). Every stage runs even when one before it failed; the last line is "N passed,
+# N failed" over the stages, and the exit status is non-zero when any failed.
 #
 # Adding a stage: write one more `stage NAME command...` line below.
 set -euo pipefail
@@ -42,6 +43,12 @@ stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
 stage pkg-config       consume_pkgconfig
 stage find-package     consume_find_package
+# Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
+# directory, so the plain build stays incremental); the C programs under ASan+UBSan and valgrind.
+stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
+stage asan-ubsan       "$ROOT/scripts/sanitizers.sh" asan
+stage valgrind         "$ROOT/scripts/sanitizers.sh" valgrind
+# The benchmark's quick mode once: every row produced (no timing judged).
 stage bench-quick      bench_quick
 
 echo

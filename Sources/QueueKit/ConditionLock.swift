@@ -114,7 +114,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     }
 
     deinit {
-        free(UnsafeMutableRawPointer(bitPattern: nameAddress.withLock { $0 }))
+        free(UnsafeMutableRawPointer(bitPattern: nameAddress.locked { $0 }))
     }
 
     // MARK: Acquiring
@@ -281,7 +281,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
 
     /// The lock's name, "" when unnamed. Thread-safe.
     public var name: String {
-        get { nameAddress.withLock { String(cString: UnsafePointer<CChar>(bitPattern: $0) ?? Self.emptyName) } }
+        get { nameAddress.locked { String(cString: UnsafePointer<CChar>(bitPattern: $0) ?? Self.emptyName) } }
         set { newValue.withCString { _ = setName($0) } }
     }
 
@@ -322,7 +322,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
 
     /// The name as a C string, valid until the next `setName` or the lock's end.
     var cName: UnsafePointer<CChar> {
-        nameAddress.withLock { UnsafePointer<CChar>(bitPattern: $0) } ?? Self.emptyName
+        nameAddress.locked { UnsafePointer<CChar>(bitPattern: $0) } ?? Self.emptyName
     }
 
     /// Replaces the name with a copy of `name` (`nil`: unnamed). False when out of memory.
@@ -333,7 +333,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
             if copy == nil { return false }
         }
         let newAddress = UInt(bitPattern: copy)
-        let old = nameAddress.withLock { address in
+        let old = nameAddress.locked { address in
             let old = address
             address = newAddress
             return old

@@ -36,10 +36,17 @@ public final class DBQueue: @unchecked Sendable {
     private static let oneReader = 2
 
     /// Everything about writes and waiting threads, under one lock; touched only off the fast path.
-    private let lane = Mutex(Lane())
+    private let lane = Lock(Lane())
 
     /// Where asynchronous writes run, one at a time.
     private let writer: DispatchQueue
+
+    /// Testing only: called by the reader that left last while a write is due, after its
+    /// decrement and before it starts the write. Set it before the queue is shared.
+    var testHookBeforeLastReaderStarts: (() -> Void)?
+
+    /// Testing only: writes queued and not yet started.
+    var pendingWriteCount: Int { lane.withLock { $0.pending.count } }
 
     /// Creates a DB queue.
     public init(label: String? = nil) throws(QueueKitError) {
@@ -134,7 +141,7 @@ public final class DBQueue: @unchecked Sendable {
         let wake = lane.withLock { lane in
             lane.issued += 1
             lane.pending.append(.async(work))
-            state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing)
+            closeGate(&lane)
             return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
         }
         wake.perform(on: self)
@@ -179,10 +186,15 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     /// The last reader left while a write is due: start it.
+    ///
+    /// The reader still uses the queue here, after its decrement: no other thread may start the
+    /// write meanwhile (`Lane.lastReaderStartsNext`), or a `destroy` could free the queue under it.
     @inline(never)
     private func lastReaderLeft() {
+        testHookBeforeLastReaderStarts?()
         let wake = lane.withLock { lane in
-            lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+            lane.lastReaderStartsNext = false
+            return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
         }
         wake.perform(on: self)
     }
@@ -200,7 +212,7 @@ public final class DBQueue: @unchecked Sendable {
                     return (false, Wake())
                 }
                 lane.pending.append(.sync(parker))
-                state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing)
+                closeGate(&lane)
                 // The readers may all have left before the gate closed, and then nobody else
                 // starts the next write: do it here (it may be ours, or an earlier one).
                 var wake = lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
@@ -267,6 +279,13 @@ public final class DBQueue: @unchecked Sendable {
         }
     }
 
+    /// Closes the gate for a write just queued. Readers already inside make the one that leaves
+    /// last responsible for starting the next write.
+    private func closeGate(_ lane: inout Lane) {
+        let before = state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing).oldValue
+        if before & Self.gate == 0 && before != 0 { lane.lastReaderStartsNext = true }
+    }
+
     /// No write is running: start the next one if no reader is inside, or open the gate when
     /// none is pending.
     private func startNext(_ lane: inout Lane, inDrainer: Bool) -> Wake {
@@ -276,7 +295,14 @@ public final class DBQueue: @unchecked Sendable {
             admitReaders(&lane, upTo: .max, into: &wake)
             return wake
         }
-        guard state.load(ordering: .acquiring) & ~Self.gate == 0 else { return wake }
+        // With the gate closed the reader count only falls, and the decrement that empties it
+        // sees the gate and calls `lastReaderLeft`: leave the start to that reader. A count seen
+        // as zero is not enough: the last reader may have left without having started it yet.
+        if lane.lastReaderStartsNext { return wake }
+        guard state.load(ordering: .acquiring) & ~Self.gate == 0 else {
+            lane.lastReaderStartsNext = true
+            return wake
+        }
         lane.pending.removeFirst()
         lane.writerActive = true
         switch item {
@@ -316,6 +342,10 @@ private struct Lane: @unchecked Sendable {
     var completed: UInt64 = 0
     var waitingReaders: [Waiter] = []
     var flushWaiters: [Waiter] = []
+    /// A write is due while readers are (or were just) inside: the reader whose decrement empties
+    /// the count starts it, in `lastReaderLeft`; until then nobody else does. True exactly when
+    /// the gate is closed, no write runs, and such a reader exists or is on its way to the lock.
+    var lastReaderStartsNext = false
 }
 
 /// What to do once the lane's lock is released: threads to wake, and asynchronous work that

@@ -121,23 +121,4 @@ enum ExecutionContext {
         guard let start = innermost else { return .none }
         return hold(of: queue, from: start)
     }
-
-    /// Whether the chain holds exclusively `queue` or any queue `queue` targets: then a block
-    /// submitted synchronously to `queue` could never start.
-    static func holdsExclusively(queueOrTargetOf queue: Queue, from start: UnsafePointer<ExecutionFrame>?) -> Bool {
-        guard start != nil else { return false }
-        var candidate: Unmanaged<Queue>? = Unmanaged.passUnretained(queue)
-        while let current = candidate {
-            let isHeld = current._withUnsafeGuaranteedRef { hold(of: $0, from: start) == .exclusive }
-            if isHeld { return true }
-            candidate = current._withUnsafeGuaranteedRef { $0.parent }
-        }
-        return false
-    }
-
-    /// Whether the chain holds `queue`'s targets exclusively (not `queue` itself).
-    static func holdsTargetExclusively(of queue: Queue, from start: UnsafePointer<ExecutionFrame>?) -> Bool {
-        guard let target = queue.parent else { return false }
-        return target._withUnsafeGuaranteedRef { holdsExclusively(queueOrTargetOf: $0, from: start) }
-    }
 }

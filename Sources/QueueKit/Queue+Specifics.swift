@@ -16,13 +16,13 @@ final class Specifics: Sendable {
     private let entries = Mutex<[UInt: Entry]>([:])
 
     func value(for key: UnsafeRawPointer) -> UnsafeMutableRawPointer? {
-        entries.withLock { $0[UInt(bitPattern: key)] }?.value
+        entries.locked { $0[UInt(bitPattern: key)] }?.value
     }
 
     /// Stores `value` (nil removes). The replaced value's destructor runs asynchronously on a
     /// global queue, as dispatch does, so it never runs under this lock or inside the caller.
     func set(_ value: UnsafeMutableRawPointer?, for key: UnsafeRawPointer, destructor: SpecificDestructor?) {
-        let old = entries.withLock { entries in
+        let old = entries.locked { entries in
             let old = entries[UInt(bitPattern: key)]
             entries[UInt(bitPattern: key)] = value.map { Entry(value: $0, destructor: destructor) }
             return old
@@ -35,7 +35,7 @@ final class Specifics: Sendable {
 
     /// Runs every destructor: the queue is being freed.
     func destroyAll() {
-        let all = entries.withLock { entries in
+        let all = entries.locked { entries in
             defer { entries.removeAll() }
             return Array(entries.values)
         }

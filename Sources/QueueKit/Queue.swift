@@ -61,6 +61,11 @@ public final class Queue: @unchecked Sendable {
 
     @inline(__always) var isSerial: Bool { kind == .serial }
 
+    /// Whether a barrier flag means anything on this queue. The global (root) queues have no
+    /// barriers: dispatch runs a barrier block submitted to one as an ordinary block, so such a
+    /// block does not hold the queue exclusively and a `barrierSync` onto one is a plain `sync`.
+    @inline(__always) var honoursBarriers: Bool { !(isImmortal && kind == .concurrent) }
+
     /// The queue's label ("" when anonymous).
     public var label: String { String(cString: cLabel) }
 
@@ -139,8 +144,9 @@ public final class Queue: @unchecked Sendable {
     /// Runs `work` on the queue and waits for it, with dispatch's ordering.
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread
-    ///   holds the queue exclusively (or a queue it targets), here or further out through `sync`
-    ///   hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
+    ///   holds the queue exclusively, or a queue it targets exclusively, or runs a block of a
+    ///   concurrent queue it targets (where dispatch would wait behind a pending barrier), here
+    ///   or further out through `sync` hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
     ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
     ///   runs inline: it can never wait behind a pending barrier.
     public func sync<R>(_ work: () throws -> R) throws -> R {
@@ -170,6 +176,7 @@ public final class Queue: @unchecked Sendable {
     /// The shared core of `async` and `barrierAsync`.
     func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
         guard let dispatchQueue else { throw .invalidArgument }
+        let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
         dispatchQueue.async(flags: barrier ? .barrier : []) {
             ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
@@ -178,23 +185,37 @@ public final class Queue: @unchecked Sendable {
 
     /// The shared core of `sync` and `barrierSync`: the deadlock checks, then the inline run or
     /// the dispatch round trip, each inside a frame whose caller is the current chain.
+    ///
+    /// What the calling chain already holds decides, before dispatch is asked:
+    /// - this queue exclusively: nothing could ever start here, `wouldDeadlock`;
+    /// - this queue shared (a non-barrier block of it, or of a queue that targets it): a barrier
+    ///   would wait for ourselves (`wouldDeadlock`); a plain sync runs inline, as the reader the
+    ///   thread already is, so it can never queue behind a pending barrier;
+    /// - one of this queue's targets exclusively, or shared when that target honours barriers:
+    ///   dispatch's sync must acquire every target on the way down, and would wait forever for the
+    ///   one we hold exclusively, or behind a barrier pending on the one we share
+    ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
     func syncBlock(barrier: Bool, _ work: () -> Void) -> Result<Void, QueueKitError> {
         guard let dispatchQueue else { return .failure(.invalidArgument) }
+        let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
-            if barrier {
-                if ExecutionContext.hold(of: self, from: caller) != .none
-                    || ExecutionContext.holdsTargetExclusively(of: self, from: caller)
-                {
-                    return .failure(.wouldDeadlock)
-                }
-            } else {
-                if ExecutionContext.holdsExclusively(queueOrTargetOf: self, from: caller) {
-                    return .failure(.wouldDeadlock)
-                }
-                if !isSerial && ExecutionContext.hold(of: self, from: caller) == .shared {
-                    ExecutionContext.run(on: self, exclusive: false, outer: caller, work)
-                    return .success(())
+            switch ExecutionContext.hold(of: self, from: caller) {
+            case .exclusive:
+                return .failure(.wouldDeadlock)
+            case .shared:
+                if barrier { return .failure(.wouldDeadlock) }
+                ExecutionContext.run(on: self, exclusive: false, outer: caller, work)
+                return .success(())
+            case .none:
+                var ancestor = target
+                while let held = ancestor {
+                    switch ExecutionContext.hold(of: held, from: caller) {
+                    case .exclusive: return .failure(.wouldDeadlock)
+                    case .shared where held.honoursBarriers: return .failure(.wouldDeadlock)
+                    case .shared, .none: break
+                    }
+                    ancestor = held.target
                 }
             }
         }
@@ -255,12 +276,20 @@ public final class Queue: @unchecked Sendable {
     /// Aborts with one line naming the expected and the current queue unless `predicate` holds.
     public func precondition(_ predicate: Predicate) {
         guard !check(predicate) else { return }
-        Queue.preconditionFailure(expected: "\(predicate.phrase) '\(label)'")
+        // The current queue alone can mislead (a reader of the very queue that had to be held as a
+        // barrier, or a queue held further out): say how the thread holds the expected one.
+        let held = switch ExecutionContext.hold(of: self) {
+        case .none: "the thread runs no block of '\(label)'"
+        case .shared: "the thread runs '\(label)' shared, not as a barrier"
+        case .exclusive: "the thread runs '\(label)' exclusively"
+        }
+        Queue.preconditionFailure(expected: "\(predicate.phrase) '\(label)'", held: held)
     }
 
-    static func preconditionFailure(expected: String) -> Never {
+    static func preconditionFailure(expected: String, held: String? = nil) -> Never {
         let current = Queue.current.map { "'\($0.label)'" } ?? "no queue"
-        qkshim_fatal("QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)")
+        let detail = held.map { " (\($0))" } ?? ""
+        qkshim_fatal("QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)\(detail)")
     }
 }
 

@@ -2,6 +2,7 @@
 #include "queuekit_shim.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +58,38 @@ void qkshim_futex_wake(uint32_t *word, int count) {
     syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, NULL, NULL, 0);
 }
 
+/* A reference to libbsd's strlcpy by its symbol version, never to another definition. */
+size_t qkshim_bsd_strlcpy(char *destination, const char *source, size_t size);
+__asm__(".symver qkshim_bsd_strlcpy, strlcpy@LIBBSD_0.0");
+
+size_t qkshim_strlcpy(char *destination, const char *source, size_t size) {
+    return qkshim_bsd_strlcpy(destination, source, size);
+}
+
 void qkshim_fatal(const char *message) {
     fprintf(stderr, "%s\n", message);
     fflush(stderr);
+    /* The one line above is the whole report: keep the Swift runtime's crash handler (a page of
+     * backtrace for what is the caller's bug, not a crash of ours) out of the way. */
+    signal(SIGABRT, SIG_DFL);
     abort();
 }
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define QKSHIM_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define QKSHIM_TSAN 1
+#endif
+
+#ifdef QKSHIM_TSAN
+void __tsan_acquire(void *address);
+void __tsan_release(void *address);
+void qkshim_tsan_acquire(const void *address) { __tsan_acquire((void *)address); }
+void qkshim_tsan_release(const void *address) { __tsan_release((void *)address); }
+#else
+void qkshim_tsan_acquire(const void *address) { (void)address; }
+void qkshim_tsan_release(const void *address) { (void)address; }
+#endif

@@ -86,3 +86,65 @@ final class Shared<Value>: @unchecked Sendable {
     }
     func update<R>(_ body: (inout Value) -> R) -> R { lock.withLock { body(&_value) } }
 }
+
+/// Starts `body` on a new thread; the returned semaphore is signalled once when it finishes.
+func spawn(_ body: @escaping @Sendable () -> Void) -> DispatchSemaphore {
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        body()
+        done.signal()
+    }
+    thread.stackSize = 1 << 20
+    thread.start()
+    return done
+}
+
+/// Polls `condition` until it holds, for at most `timeout` seconds: a bounded wait for state that
+/// another thread changes without signalling. Returns whether it held in time.
+func eventually(within timeout: TimeInterval = testTimeout, _ condition: () -> Bool) -> Bool {
+    let deadline = Date(timeIntervalSinceNow: timeout)
+    while !condition() {
+        if Date() > deadline { return false }
+        sched_yield()
+    }
+    return true
+}
+
+/// A meeting point for a fixed number of threads: `arrive` returns true once all of them have
+/// arrived, or false after `timeout` seconds. It proves that the threads were inside at once.
+final class Rendezvous: @unchecked Sendable {
+    private let condition = NSCondition()
+    private let parties: Int
+    private var arrived = 0
+
+    init(parties: Int) { self.parties = parties }
+
+    func arrive(within timeout: TimeInterval = testTimeout) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        arrived += 1
+        if arrived >= parties {
+            condition.broadcast()
+            return true
+        }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while arrived < parties {
+            if !condition.wait(until: deadline) { return arrived >= parties }
+        }
+        return true
+    }
+}
+
+/// Expects a C status; unlike `#expect(call == 0)` it can wrap calls whose closures use `#expect`.
+func expectStatus(
+    _ expected: Int32, _ status: Int32, _ comment: Comment? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(status == expected, comment, sourceLocation: sourceLocation)
+}
+
+/// Carries a value (a C handle) into `@Sendable` test closures; the test keeps it valid.
+struct Unchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -91,7 +91,8 @@ public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
 public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutablePointer<qk_condlock_stats_t>?) -> Int32 {
     guard let stats else { return EINVAL }
     return condlockStatus(lock) { lock in
-        let size = stats.pointee.size
+        // size_t arrives as Int: read it unsigned, or a huge size (SIZE_MAX) would be negative.
+        let size = UInt(bitPattern: stats.pointee.size)
         guard size >= StatsField.acquisitions.end else { return EINVAL }
         let snapshot = lock.stats
         let values: [(StatsField, UInt64)] = [
@@ -123,7 +124,7 @@ private enum StatsField {
     }
 
     /// The smallest `size` that holds the field.
-    var end: Int { offset + MemoryLayout<UInt64>.size }
+    var end: UInt { UInt(offset + MemoryLayout<UInt64>.size) }
 }
 
 private let emptyNameString: StaticString = ""

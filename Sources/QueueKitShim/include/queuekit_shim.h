@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <bsd/string.h> /* strlcpy: libbsd is the project's declared dependency */
+#include <stddef.h>
 
 #define QKSHIM_TLS __attribute__((tls_model("initial-exec")))
 
@@ -89,7 +89,21 @@ static inline void qkshim_cpu_relax(void) {
 #endif
 }
 
+/* libbsd's strlcpy (libbsd is the project's declared dependency for it). Called through this
+ * wrapper, which binds to libbsd's versioned symbol, because the static libdispatch linked into
+ * libqueuekit.so defines an unrelated global `strlcpy` (returning strlen(dst) + strlen(src) + 1)
+ * that a plain reference would bind to. */
+size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
+
 /* Prints one line to stderr and aborts: the *_precondition failure path. */
 __attribute__((noreturn)) void qkshim_fatal(const char *message);
+
+/* Tell ThreadSanitizer that a lock at `address` was acquired / is about to be released, in
+ * builds where the shim is compiled with -fsanitize=thread (swift test --sanitize=thread);
+ * empty otherwise. Swift's Mutex on Linux hands a contended lock over in the kernel
+ * (FUTEX_LOCK_PI / FUTEX_UNLOCK_PI), so the uninstrumented Synchronization library shows
+ * ThreadSanitizer no release/acquire pair, and it reports the sections as racing. */
+void qkshim_tsan_acquire(const void *address);
+void qkshim_tsan_release(const void *address);
 
 #endif

@@ -1,0 +1,633 @@
+/*
+ * torture.c — the deadlock torture test: random nested call trees over serial and concurrent
+ * queues, DB queues and condition locks, run concurrently on several threads, each tree under a
+ * watchdog. Zero hangs; every forbidden nesting returns its documented code and runs nothing;
+ * every allowed one runs its work exactly once.
+ *
+ *   torture [--threads N] [--trees N] [--seed S] [--long] [--tree S] [--print] [--deadline-ms N]
+ *
+ *   --trees N      trees per thread (default 1000; --long multiplies by 50)
+ *   --seed S       master seed (default: from the clock, printed); tree k of thread t uses the
+ *                  seed rl_derive(S, t << 32 | k), printed with the tree on any failure
+ *   --tree S       run the single tree of seed S alone (to reproduce a failure); --print shows it
+ *   --deadline-ms  the watchdog's limit per tree (default 20000)
+ *
+ * What a tree is. Each node is one call on one resource: qk_queue_sync / barrier_sync / perform
+ * on a serial or concurrent queue; qk_dbqueue_read / write / write_async / flush / destroy on a
+ * DB queue; qk_condlock_lock / lock_when / lock_when_until / trylock / trylock_when / lock_until
+ * (short deadline) / set / unlock-by-a-non-holder on a condition lock. The children of a node
+ * run inside its block (inside the locked section for a lock), on whatever thread the library
+ * runs the block. The generator tracks what the call chain holds (resource and mode: shared or
+ * exclusive) and from that computes the documented result of each call *before* it runs:
+ * sync onto a held serial queue is EDEADLK, a write inside a read is EDEADLK, flush inside a
+ * block of the DB queue is EDEADLK, destroy there is EBUSY, lock by the holder is EDEADLK,
+ * trylock by the holder is EBUSY, unlock by a non-holder is EPERM; read inside read or write,
+ * perform on a held queue and sync on a concurrent queue held shared run inline.
+ *
+ * Why no tree can hang, by construction (so that zero hangs is a property of the library, not
+ * of luck): the resources have a global order (their index in `resources` below). A *blocking*
+ * acquisition — a call that may wait for another thread: a sync/barrier_sync/perform/read/write
+ * /flush on a resource the chain does not hold, a lock/lock_when/set on a lock it does not hold —
+ * is generated only for a resource ordered after every resource the chain holds. Calls on a held
+ * resource are the reentrant cases under test: the library must answer them without waiting
+ * (inline, or an error). Calls that cannot wait indefinitely (trylock*, lock_until with a 1 ms
+ * deadline, write_async, unlock by a non-holder) may go anywhere. Then every wait is for a
+ * resource higher than all the waiter holds, so a cycle of waits would need its highest holder to
+ * wait for something higher still, held by someone in the cycle: impossible. Asynchronous writes
+ * are leaves that block on nothing. So any hang the watchdog sees is a library bug.
+ *
+ * Condition locks are owned by threads, not call chains. A sync hop normally runs its block on
+ * the calling thread; if the library ever ran it elsewhere, a reentrant lock call there would be
+ * by another thread (and would really wait), so such calls are skipped and counted as "hops".
+ */
+#include "reliability.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- resources, in their global order ------------------------------------------------------ */
+
+enum kind { K_LOCK, K_SERIAL, K_CONCURRENT, K_DB };
+
+struct resource {
+    enum kind kind;
+    const char *name;
+    qk_queue_t *queue;   /* the queue, or the DB queue's identity queue */
+    qk_dbqueue_t *db;
+    qk_condlock_t *lock;
+    atomic_int exclusive; /* threads inside exclusively (fresh acquisitions only) */
+    atomic_int shared;    /* threads inside shared */
+};
+
+static struct resource resources[] = {
+    { .kind = K_LOCK, .name = "L0" }, { .kind = K_SERIAL, .name = "S0" },
+    { .kind = K_CONCURRENT, .name = "C0" }, { .kind = K_DB, .name = "D0" },
+    { .kind = K_LOCK, .name = "L1" }, { .kind = K_DB, .name = "D1" },
+    { .kind = K_SERIAL, .name = "S1" }, { .kind = K_CONCURRENT, .name = "C1" },
+    { .kind = K_LOCK, .name = "L2" }, { .kind = K_SERIAL, .name = "S2" }, { .kind = K_DB, .name = "D2" },
+};
+#define NRES ((int)(sizeof resources / sizeof resources[0]))
+
+/* ---- trees ----------------------------------------------------------------------------------- */
+
+enum op {
+    OP_SYNC, OP_BARRIER_SYNC, OP_PERFORM,                                     /* queues */
+    OP_READ, OP_WRITE, OP_WRITE_ASYNC, OP_FLUSH, OP_DESTROY,                   /* DB queues */
+    OP_LOCK, OP_LOCK_WHEN, OP_LOCK_WHEN_UNTIL, OP_TRYLOCK, OP_TRYLOCK_WHEN,    /* locks */
+    OP_LOCK_UNTIL_SHORT, OP_WHEN_MISS, OP_SET, OP_UNLOCK_FOREIGN,
+};
+static const char *const op_names[] = {
+    "sync", "barrier_sync", "perform", "read", "write", "write_async", "flush", "destroy",
+    "lock", "lock_when(0)", "lock_when_until(0,+10s)", "trylock", "trylock_when(0)",
+    "lock_until(+1ms)", "lock_when_until(1,+1ms)", "set(0)", "unlock(not holder)",
+};
+static const enum op queue_ops[] = { OP_SYNC, OP_BARRIER_SYNC, OP_PERFORM };
+static const enum op db_ops[] = { OP_READ, OP_WRITE, OP_WRITE_ASYNC, OP_FLUSH, OP_DESTROY };
+static const enum op lock_ops[] = { OP_LOCK, OP_LOCK_WHEN, OP_LOCK_WHEN_UNTIL, OP_TRYLOCK,
+                                    OP_TRYLOCK_WHEN, OP_LOCK_UNTIL_SHORT, OP_WHEN_MISS, OP_SET,
+                                    OP_UNLOCK_FOREIGN };
+
+enum mode { M_NONE, M_SHARED, M_EXCLUSIVE };
+
+#define MAX_NODES 48
+#define MAX_KIDS 3
+#define MAX_DEPTH 6
+#define MAX_ROOTS 3
+#define NOT_RUN_YET INT32_MIN
+#define SKIPPED_HOP (INT32_MIN + 1)
+
+struct node {
+    enum op op;
+    int res;
+    int expect;          /* the documented result */
+    int alternative;     /* a second acceptable result (timing-dependent calls), or -1 */
+    bool has_work;       /* the call runs work (children, or the async leaf's checks) */
+    bool fresh;          /* a real acquisition, not an inline reentrant run */
+    enum mode inside;    /* how the chain holds `res` inside the work */
+    int kids[MAX_KIDS];
+    int kid_count;
+    int depth;
+    int result;          /* what the call returned */
+    atomic_int runs;     /* how many times its work ran */
+};
+
+struct tree {
+    uint64_t seed;
+    int count;
+    int roots[MAX_ROOTS];
+    int root_count;
+    struct node nodes[MAX_NODES];
+    pthread_t lock_holder[NRES]; /* at run time: which thread took each lock */
+};
+
+/* What the call chain holds, as the generator tracks it. */
+struct model {
+    enum mode mode[NRES];
+};
+
+static int highest_held(const struct model *m) {
+    for (int r = NRES - 1; r >= 0; r--)
+        if (m->mode[r] != M_NONE) return r;
+    return -1;
+}
+
+/* Fills `n` for (op, res) under `m`; false when the combination may not be generated (a
+ * blocking call out of order, or a call that makes no sense here). */
+static bool plan(struct node *n, const struct model *m, enum op op, int res) {
+    enum mode held = m->mode[res];
+    bool ordered = res > highest_held(m);
+    enum kind kind = resources[res].kind;
+    *n = (struct node){ .op = op, .res = res, .alternative = -1, .result = NOT_RUN_YET };
+    switch (op) {
+    case OP_SYNC:
+        if (held == M_EXCLUSIVE) { n->expect = EDEADLK; return true; }
+        if (held == M_SHARED) { n->has_work = true; n->inside = M_SHARED; return true; }
+        if (!ordered) return false;
+        n->has_work = n->fresh = true;
+        n->inside = kind == K_SERIAL ? M_EXCLUSIVE : M_SHARED;
+        return true;
+    case OP_BARRIER_SYNC:
+        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+        if (!ordered) return false;
+        n->has_work = n->fresh = true;
+        n->inside = M_EXCLUSIVE;
+        return true;
+    case OP_PERFORM:
+        if (held != M_NONE) { n->has_work = true; n->inside = held; return true; }
+        return plan(n, m, OP_SYNC, res) && (n->op = OP_PERFORM, true);
+    case OP_READ:
+        if (held != M_NONE) { n->has_work = true; n->inside = held; return true; }
+        if (!ordered) return false;
+        n->has_work = n->fresh = true;
+        n->inside = M_SHARED;
+        return true;
+    case OP_WRITE:
+        if (held == M_EXCLUSIVE) { n->has_work = true; n->inside = M_EXCLUSIVE; return true; }
+        if (held == M_SHARED) { n->expect = EDEADLK; return true; }
+        if (!ordered) return false;
+        n->has_work = n->fresh = true;
+        n->inside = M_EXCLUSIVE;
+        return true;
+    case OP_WRITE_ASYNC:
+        n->has_work = true; /* a leaf: runs later, on the DB queue's writer */
+        return true;
+    case OP_FLUSH:
+        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+        return ordered;
+    case OP_DESTROY:
+        if (held != M_NONE) { n->expect = EBUSY; return true; }
+        return false; /* never destroy a queue the other trees use */
+    case OP_LOCK: case OP_LOCK_WHEN: case OP_LOCK_WHEN_UNTIL: case OP_SET:
+        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+        if (!ordered) return false;
+        if (op != OP_SET) { n->has_work = n->fresh = true; n->inside = M_EXCLUSIVE; }
+        return true;
+    case OP_TRYLOCK: case OP_TRYLOCK_WHEN:
+        if (held != M_NONE) { n->expect = EBUSY; return true; }
+        n->has_work = n->fresh = true; /* may fail: another thread may hold it */
+        n->inside = M_EXCLUSIVE;
+        n->alternative = EBUSY;
+        return true;
+    case OP_LOCK_UNTIL_SHORT:
+        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+        n->has_work = n->fresh = true;
+        n->inside = M_EXCLUSIVE;
+        n->alternative = ETIMEDOUT;
+        return true;
+    case OP_WHEN_MISS: /* the condition is never 1 */
+        n->expect = held != M_NONE ? EDEADLK : ETIMEDOUT;
+        return true;
+    case OP_UNLOCK_FOREIGN:
+        if (held != M_NONE) return false;
+        n->expect = EPERM;
+        return true;
+    }
+    (void)kind;
+    return false;
+}
+
+static int generate_node(struct tree *t, rl_rng *rng, struct model *m, int depth);
+
+/* Generates the children of node `index` under the model it establishes. */
+static void generate_kids(struct tree *t, rl_rng *rng, struct model *m, int index, int depth) {
+    struct node *n = &t->nodes[index];
+    if (!n->has_work || n->op == OP_WRITE_ASYNC || depth >= MAX_DEPTH) return;
+    int wanted = depth < 3 ? 1 + (int)rl_below(rng, MAX_KIDS) : (int)rl_below(rng, MAX_KIDS);
+    enum mode saved = m->mode[n->res];
+    if (n->inside > saved) m->mode[n->res] = n->inside;
+    for (int k = 0; k < wanted; k++) {
+        int kid = generate_node(t, rng, m, depth + 1);
+        if (kid < 0) break;
+        t->nodes[index].kids[t->nodes[index].kid_count++] = kid;
+    }
+    m->mode[n->res] = saved;
+}
+
+static int generate_node(struct tree *t, rl_rng *rng, struct model *m, int depth) {
+    if (t->count >= MAX_NODES) return -1;
+    for (int attempt = 0; attempt < 32; attempt++) {
+        int res = (int)rl_below(rng, NRES);
+        enum op op;
+        switch (resources[res].kind) {
+        case K_LOCK: op = lock_ops[rl_below(rng, sizeof lock_ops / sizeof lock_ops[0])]; break;
+        case K_DB: op = db_ops[rl_below(rng, sizeof db_ops / sizeof db_ops[0])]; break;
+        default: op = queue_ops[rl_below(rng, sizeof queue_ops / sizeof queue_ops[0])]; break;
+        }
+        struct node candidate;
+        if (!plan(&candidate, m, op, res)) continue;
+        int index = t->count++;
+        t->nodes[index] = candidate;
+        t->nodes[index].depth = depth;
+        generate_kids(t, rng, m, index, depth);
+        return index;
+    }
+    return -1;
+}
+
+static void generate(struct tree *t, uint64_t seed) {
+    memset(t, 0, sizeof *t);
+    t->seed = seed;
+    rl_rng rng = { seed };
+    struct model m = { { M_NONE } };
+    int roots = 1 + (int)rl_below(&rng, MAX_ROOTS);
+    for (int r = 0; r < roots; r++) {
+        int index = generate_node(t, &rng, &m, 0);
+        if (index >= 0) t->roots[t->root_count++] = index;
+    }
+}
+
+static const char *status_name(int status) {
+    static const struct { int code; const char *name; } names[] = {
+        { 0, "0" }, { EINVAL, "EINVAL" }, { EBUSY, "EBUSY" }, { ETIMEDOUT, "ETIMEDOUT" },
+        { EPERM, "EPERM" }, { EDEADLK, "EDEADLK" }, { ENOMEM, "ENOMEM" },
+        { NOT_RUN_YET, "not called" }, { SKIPPED_HOP, "skipped (thread hop)" },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].code == status) return names[i].name;
+    return "?";
+}
+
+static void print_node(FILE *out, const struct tree *t, int index) {
+    const struct node *n = &t->nodes[index];
+    fprintf(out, "  %*s%s %s  expect %s", n->depth * 2, "", op_names[n->op], resources[n->res].name,
+            status_name(n->expect));
+    if (n->alternative >= 0) fprintf(out, " or %s", status_name(n->alternative));
+    if (n->has_work && !n->expect)
+        fprintf(out, ", runs once%s", n->op == OP_WRITE_ASYNC ? " later" : n->fresh ? "" : " inline");
+    fprintf(out, "  | got %s, ran %d\n", status_name(n->result), atomic_load(&n->runs));
+    for (int k = 0; k < n->kid_count; k++) print_node(out, t, n->kids[k]);
+}
+
+static uint64_t master_seed;
+
+static void print_tree(FILE *out, const struct tree *t) {
+    fprintf(out, "tree seed 0x%016llx (master seed 0x%016llx; rerun alone: torture --tree 0x%llx)\n",
+            (unsigned long long)t->seed, (unsigned long long)master_seed,
+            (unsigned long long)t->seed);
+    for (int r = 0; r < t->root_count; r++) print_node(out, t, t->roots[r]);
+}
+
+/* ---- failure and the watchdog ---------------------------------------------------------------- */
+
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static _Noreturn void fail(const struct tree *t, const char *what, int index) {
+    pthread_mutex_lock(&report_lock);
+    fprintf(stderr, "torture: FAILED: %s", what);
+    if (index >= 0)
+        fprintf(stderr, " at %s %s", op_names[t->nodes[index].op], resources[t->nodes[index].res].name);
+    fprintf(stderr, "\n");
+    print_tree(stderr, t);
+    fflush(stderr);
+    _exit(1);
+}
+
+#define MAX_THREADS 64
+struct slot {
+    _Atomic uint64_t deadline; /* 0: idle */
+    struct tree *_Atomic tree;
+};
+static struct slot slots[MAX_THREADS];
+static int thread_count = 4;
+static uint64_t deadline_ns = 20000000000ull;
+static atomic_bool finished;
+
+static void *watchdog(void *unused) {
+    (void)unused;
+    while (!atomic_load(&finished)) {
+        uint64_t now = qk_now_ns();
+        for (int i = 0; i < thread_count; i++) {
+            uint64_t deadline = atomic_load(&slots[i].deadline);
+            if (deadline != 0 && now > deadline) {
+                pthread_mutex_lock(&report_lock);
+                fprintf(stderr, "torture: HANG: thread %d has run one tree for more than %llu ms\n",
+                        i, (unsigned long long)(deadline_ns / 1000000));
+                print_tree(stderr, atomic_load(&slots[i].tree));
+                fflush(stderr);
+                _exit(1);
+            }
+        }
+        usleep(20000);
+    }
+    return NULL;
+}
+
+/* ---- running a tree -------------------------------------------------------------------------- */
+
+struct counters {
+    uint64_t trees, calls, ran, refused, maybe_failed, hops, async_writes;
+};
+static struct counters totals;
+static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct visit {
+    struct tree *tree;
+    int index;
+    struct counters *counters;
+};
+
+static void run_node(struct tree *t, int index, struct counters *c);
+
+static void enter(struct tree *t, int index) {
+    struct node *n = &t->nodes[index];
+    struct resource *r = &resources[n->res];
+    if (!n->fresh) return;
+    if (n->inside == M_EXCLUSIVE) {
+        int inside = atomic_fetch_add(&r->exclusive, 1) + 1;
+        if (inside != 1 || atomic_load(&r->shared) != 0) fail(t, "mutual exclusion violated", index);
+    } else {
+        atomic_fetch_add(&r->shared, 1);
+        if (atomic_load(&r->exclusive) != 0) fail(t, "a shared block overlapped an exclusive one", index);
+    }
+}
+
+static void leave(struct tree *t, int index) {
+    struct node *n = &t->nodes[index];
+    struct resource *r = &resources[n->res];
+    if (!n->fresh) return;
+    atomic_fetch_sub(n->inside == M_EXCLUSIVE ? &r->exclusive : &r->shared, 1);
+}
+
+/* Inside a queue or DB block: the identity calls must agree with what the chain holds. */
+static void check_identity(struct tree *t, int index) {
+    struct node *n = &t->nodes[index];
+    struct resource *r = &resources[n->res];
+    if (r->kind == K_LOCK) return;
+    if (qk_queue_current() != r->queue) fail(t, "qk_queue_current() is not the queue running the block", index);
+    if (qk_queue_check(r->queue, QK_ON_QUEUE) != 0) fail(t, "qk_queue_check(QK_ON_QUEUE) failed inside", index);
+    int barrier = qk_queue_check(r->queue, QK_ON_QUEUE_AS_BARRIER);
+    if ((barrier == 0) != (n->inside == M_EXCLUSIVE)) fail(t, "QK_ON_QUEUE_AS_BARRIER disagrees with the mode", index);
+}
+
+static void body(void *context) {
+    struct visit *v = context;
+    struct tree *t = v->tree;
+    struct node *n = &t->nodes[v->index];
+    if (atomic_fetch_add(&n->runs, 1) != 0) fail(t, "work ran twice", v->index);
+    enter(t, v->index);
+    check_identity(t, v->index);
+    for (int k = 0; k < n->kid_count; k++) run_node(t, n->kids[k], v->counters);
+    leave(t, v->index);
+}
+
+/* The asynchronous write: a leaf that checks what holds inside a write run by the writer. */
+static void async_body(void *context) {
+    struct visit *v = context;
+    struct tree *t = v->tree;
+    struct node *n = &t->nodes[v->index];
+    struct resource *r = &resources[n->res];
+    if (atomic_fetch_add(&n->runs, 1) != 0) fail(t, "async write ran twice", v->index);
+    int inside = atomic_fetch_add(&r->exclusive, 1) + 1;
+    if (inside != 1 || atomic_load(&r->shared) != 0) fail(t, "async write not exclusive", v->index);
+    if (qk_queue_check(r->queue, QK_ON_QUEUE_AS_BARRIER) != 0) fail(t, "async write: not on queue as barrier", v->index);
+    if (qk_dbqueue_flush(r->db) != EDEADLK) fail(t, "flush inside an async write: not EDEADLK", v->index);
+    atomic_fetch_sub(&r->exclusive, 1);
+    free(v);
+}
+
+static void nothing(void *context) { (void)context; }
+
+static void run_node(struct tree *t, int index, struct counters *c) {
+    struct node *n = &t->nodes[index];
+    struct resource *r = &resources[n->res];
+    struct visit v = { t, index, c };
+    int status = 0;
+    c->calls++;
+    if (r->kind == K_LOCK && n->expect != ETIMEDOUT && n->op != OP_UNLOCK_FOREIGN
+        && n->expect != 0 && !pthread_equal(t->lock_holder[n->res], pthread_self())) {
+        /* a reentrant lock call, but the block runs on another thread than the holder */
+        n->result = SKIPPED_HOP;
+        c->hops++;
+        return;
+    }
+    switch (n->op) {
+    case OP_SYNC: status = qk_queue_sync(r->queue, &v, body); break;
+    case OP_BARRIER_SYNC: status = qk_queue_barrier_sync(r->queue, &v, body); break;
+    case OP_PERFORM: status = qk_queue_perform(r->queue, &v, body); break;
+    case OP_READ: status = qk_dbqueue_read(r->db, &v, body); break;
+    case OP_WRITE: status = qk_dbqueue_write(r->db, &v, body); break;
+    case OP_WRITE_ASYNC: {
+        struct visit *copy = malloc(sizeof *copy);
+        if (copy == NULL) fail(t, "out of memory", index);
+        *copy = v;
+        status = qk_dbqueue_write_async(r->db, copy, async_body);
+        if (status != 0) free(copy);
+        c->async_writes++;
+        break;
+    }
+    case OP_FLUSH: status = qk_dbqueue_flush(r->db); break;
+    case OP_DESTROY: status = qk_dbqueue_destroy(r->db); break;
+    case OP_SET: status = qk_condlock_set(r->lock, 0); break;
+    case OP_UNLOCK_FOREIGN:
+        status = (rl_derive(t->seed, (uint64_t)index) & 1) ? qk_condlock_unlock(r->lock)
+                                                           : qk_condlock_unlock_with(r->lock, 1);
+        break;
+    case OP_WHEN_MISS: status = qk_condlock_lock_when_until(r->lock, 1, qk_now_ns() + 1000000); break;
+    default: {
+        switch (n->op) {
+        case OP_LOCK: status = qk_condlock_lock(r->lock); break;
+        case OP_LOCK_WHEN: status = qk_condlock_lock_when(r->lock, 0); break;
+        case OP_LOCK_WHEN_UNTIL: status = qk_condlock_lock_when_until(r->lock, 0, qk_now_ns() + 10000000000ull); break;
+        case OP_TRYLOCK: status = qk_condlock_trylock(r->lock); break;
+        case OP_TRYLOCK_WHEN: status = qk_condlock_trylock_when(r->lock, 0); break;
+        case OP_LOCK_UNTIL_SHORT: status = qk_condlock_lock_until(r->lock, qk_now_ns() + 1000000); break;
+        default: fail(t, "unknown op", index);
+        }
+        if (status == 0) {
+            if (!n->has_work) fail(t, "a lock call that must fail succeeded", index);
+            pthread_t saved = t->lock_holder[n->res];
+            t->lock_holder[n->res] = pthread_self();
+            body(&v);
+            t->lock_holder[n->res] = saved;
+            /* alternate the two releases; the condition stays 0 */
+            int unlocked = (index & 1) ? qk_condlock_unlock(r->lock) : qk_condlock_unlock_with(r->lock, 0);
+            if (unlocked != 0) fail(t, "unlock by the holder failed", index);
+        }
+        break;
+    }
+    }
+    n->result = status;
+    if (status == 0) c->ran++;
+    else if (status == n->alternative) c->maybe_failed++;
+    else c->refused++;
+    if (status != n->expect && status != n->alternative) fail(t, "unexpected status", index);
+    if (status != 0 && atomic_load(&n->runs) != 0) fail(t, "a refused call ran its work", index);
+    if (status == 0 && n->has_work && n->op != OP_WRITE_ASYNC && atomic_load(&n->runs) != 1)
+        fail(t, "an allowed call did not run its work exactly once", index);
+}
+
+/* After the tree: every node's work ran exactly as often as its call and its ancestors allow. */
+static void verify(struct tree *t, int index, bool parent_ran) {
+    struct node *n = &t->nodes[index];
+    if (n->result == SKIPPED_HOP) return;
+    bool called = parent_ran;
+    if (!called && n->result != NOT_RUN_YET) fail(t, "called although its parent did not run", index);
+    bool ran = called && n->result == 0 && n->has_work;
+    if (atomic_load(&n->runs) != (ran ? 1 : 0))
+        fail(t, ran ? "allowed work did not run exactly once" : "refused work ran", index);
+    for (int k = 0; k < n->kid_count; k++) verify(t, n->kids[k], ran);
+}
+
+static void run_tree(struct tree *t, struct counters *c) {
+    for (int i = 0; i < NRES; i++) t->lock_holder[i] = (pthread_t)0;
+    for (int r = 0; r < t->root_count; r++) run_node(t, t->roots[r], c);
+    /* the asynchronous writes of this tree were submitted before these flushes */
+    for (int i = 0; i < NRES; i++)
+        if (resources[i].kind == K_DB && qk_dbqueue_flush(resources[i].db) != 0)
+            fail(t, "flush outside any block failed", -1);
+    for (int r = 0; r < t->root_count; r++) verify(t, t->roots[r], true);
+    c->trees++;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+static long trees_per_thread = 1000;
+
+static void *worker(void *argument) {
+    int id = (int)(intptr_t)argument;
+    struct tree *t = malloc(sizeof *t);
+    if (t == NULL) abort();
+    struct counters c = { 0 };
+    for (long k = 0; k < trees_per_thread; k++) {
+        generate(t, rl_derive(master_seed, (uint64_t)id << 32 | (uint64_t)k));
+        atomic_store(&slots[id].tree, t);
+        atomic_store(&slots[id].deadline, qk_now_ns() + deadline_ns);
+        run_tree(t, &c);
+        atomic_store(&slots[id].deadline, 0);
+    }
+    pthread_mutex_lock(&totals_lock);
+    totals.trees += c.trees; totals.calls += c.calls; totals.ran += c.ran;
+    totals.refused += c.refused; totals.maybe_failed += c.maybe_failed; totals.hops += c.hops;
+    totals.async_writes += c.async_writes;
+    pthread_mutex_unlock(&totals_lock);
+    /* the watchdog may still print this tree: free it only after the run */
+    atomic_store(&slots[id].tree, NULL);
+    free(t);
+    return NULL;
+}
+
+static void create_resources(void) {
+    for (int i = 0; i < NRES; i++) {
+        struct resource *r = &resources[i];
+        switch (r->kind) {
+        case K_LOCK: r->lock = qk_condlock_create(0); break;
+        case K_SERIAL: r->queue = qk_queue_create(r->name, QK_QUEUE_SERIAL); break;
+        case K_CONCURRENT: r->queue = qk_queue_create(r->name, QK_QUEUE_CONCURRENT); break;
+        case K_DB:
+            r->db = qk_dbqueue_create(r->name);
+            r->queue = r->db ? qk_dbqueue_queue(r->db) : NULL;
+            break;
+        }
+        if (r->kind == K_LOCK ? r->lock == NULL : r->queue == NULL) {
+            perror("torture: creating the resources");
+            exit(1);
+        }
+        if (r->kind == K_LOCK) qk_condlock_set_name(r->lock, r->name);
+    }
+}
+
+static int destroy_resources(void) {
+    int status = 0;
+    for (int i = 0; i < NRES; i++) {
+        struct resource *r = &resources[i];
+        switch (r->kind) {
+        case K_LOCK: status |= qk_condlock_destroy(r->lock); break;
+        case K_DB: status |= qk_dbqueue_destroy(r->db); break;
+        default:
+            /* an empty barrier drains what is left, then the last reference goes */
+            status |= qk_queue_barrier_sync(r->queue, NULL, nothing);
+            qk_queue_release(r->queue);
+            break;
+        }
+    }
+    return status;
+}
+
+int main(int argc, char **argv) {
+    bool have_seed = false, one_tree = false, print = false;
+    uint64_t tree_seed = 0;
+    long multiplier = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        bool has_value = i + 1 < argc;
+        if (strcmp(arg, "--threads") == 0 && has_value) thread_count = (int)rl_number(argv[++i], 1, MAX_THREADS, "--threads");
+        else if (strcmp(arg, "--trees") == 0 && has_value) trees_per_thread = (long)rl_number(argv[++i], 1, 100000000, "--trees");
+        else if (strcmp(arg, "--seed") == 0 && has_value) { master_seed = rl_seed(argv[++i]); have_seed = true; }
+        else if (strcmp(arg, "--tree") == 0 && has_value) { tree_seed = rl_seed(argv[++i]); one_tree = true; }
+        else if (strcmp(arg, "--deadline-ms") == 0 && has_value) deadline_ns = (uint64_t)rl_number(argv[++i], 1, 3600000, "--deadline-ms") * 1000000ull;
+        else if (strcmp(arg, "--long") == 0) multiplier = 50;
+        else if (strcmp(arg, "--print") == 0) print = true;
+        else {
+            fprintf(stderr, "usage: torture [--threads N] [--trees N] [--seed S] [--long] [--tree S [--print]] [--deadline-ms N]\n");
+            return 2;
+        }
+    }
+    if (!have_seed) master_seed = qk_now_ns() ^ ((uint64_t)getpid() << 32);
+    trees_per_thread *= multiplier;
+    create_resources();
+
+    pthread_t dog;
+    pthread_create(&dog, NULL, watchdog, NULL);
+    uint64_t start = qk_now_ns();
+    if (one_tree) {
+        /* one tree alone, on a thread of its own like the workers */
+        static struct tree t;
+        generate(&t, tree_seed);
+        thread_count = 1;
+        atomic_store(&slots[0].tree, &t);
+        atomic_store(&slots[0].deadline, qk_now_ns() + deadline_ns);
+        struct counters c = { 0 };
+        run_tree(&t, &c);
+        atomic_store(&slots[0].deadline, 0);
+        totals = c;
+        if (print) print_tree(stdout, &t);
+    } else {
+        printf("torture: master seed 0x%016llx, %d threads x %ld trees\n",
+               (unsigned long long)master_seed, thread_count, trees_per_thread);
+        fflush(stdout);
+        pthread_t threads[MAX_THREADS];
+        for (int i = 0; i < thread_count; i++)
+            pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)i);
+        for (int i = 0; i < thread_count; i++) pthread_join(threads[i], NULL);
+    }
+    atomic_store(&finished, true);
+    pthread_join(dog, NULL);
+    double seconds = (double)(qk_now_ns() - start) / 1e9;
+
+    if (destroy_resources() != 0) {
+        fprintf(stderr, "torture: destroying the resources failed\n");
+        return 1;
+    }
+    printf("torture: %llu trees, %llu calls: %llu succeeded (work run exactly once), %llu refused with "
+           "the documented code and ran nothing, %llu timing-dependent failures (trylock EBUSY, "
+           "1 ms ETIMEDOUT), %llu async writes, %llu skipped thread hops; 0 hangs, 0 violations "
+           "in %.2f s\n",
+           (unsigned long long)totals.trees, (unsigned long long)totals.calls,
+           (unsigned long long)totals.ran, (unsigned long long)totals.refused,
+           (unsigned long long)totals.maybe_failed, (unsigned long long)totals.async_writes,
+           (unsigned long long)totals.hops, seconds);
+    return 0;
+}
