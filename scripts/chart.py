@@ -70,10 +70,13 @@ def main():
         key = (mix, r["implementation"])
         series.setdefault(key, []).append((threads, 1e3 / float(r["median_ns"])))
     styles = {"90/10": "-", "50/50": ":"}
+    implementations = sorted({impl for _, impl in series})
+    palette = plt.get_cmap("tab10")
+    color = {impl: palette(i % 10) for i, impl in enumerate(implementations)}
     for (mix, impl), points in sorted(series.items()):
         points.sort()
         right.plot([p[0] for p in points], [p[1] for p in points], styles.get(mix, "-"), marker="o",
-                   label=f"{mix} {impl}")
+                   color=color[impl], label=f"{mix} {impl}")
     right.set_xscale("log", base=2)
     right.set_yscale("log")
     right.set_xticks([1, 2, 4, 8])
