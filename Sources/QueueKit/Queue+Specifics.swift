@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 
 /// A C destructor for a queue-specific value.
 public typealias SpecificDestructor = @convention(c) (UnsafeMutableRawPointer?) -> Void
@@ -13,16 +12,16 @@ final class Specifics: Sendable {
         func destroy() { destructor?(value) }
     }
 
-    private let entries = Mutex<[UInt: Entry]>([:])
+    private let entries = Lock<[UInt: Entry]>([:])
 
     func value(for key: UnsafeRawPointer) -> UnsafeMutableRawPointer? {
-        entries.locked { $0[UInt(bitPattern: key)] }?.value
+        entries.withLock { $0[UInt(bitPattern: key)] }?.value
     }
 
     /// Stores `value` (nil removes). The replaced value's destructor runs asynchronously on a
     /// global queue, as dispatch does, so it never runs under this lock or inside the caller.
     func set(_ value: UnsafeMutableRawPointer?, for key: UnsafeRawPointer, destructor: SpecificDestructor?) {
-        let old = entries.locked { entries in
+        let old = entries.withLock { entries in
             let old = entries[UInt(bitPattern: key)]
             entries[UInt(bitPattern: key)] = value.map { Entry(value: $0, destructor: destructor) }
             return old
@@ -35,7 +34,7 @@ final class Specifics: Sendable {
 
     /// Runs every destructor: the queue is being freed.
     func destroyAll() {
-        let all = entries.locked { entries in
+        let all = entries.withLock { entries in
             defer { entries.removeAll() }
             return Array(entries.values)
         }
