@@ -20,7 +20,10 @@ struct Parker {
     /// short spin wins whenever the waker is running (WebKit's and parking_lot's locks spin for
     /// the same reason). The bound is in time, not iterations, because `pause` costs from a few
     /// cycles to ~25 ns depending on the CPU.
-    static let spinBudget: UInt64 = 6_000
+    static let spinBudget: UInt64 = 8_000
+    /// The first part of the spin only polls; after it the waiter yields its CPU between polls,
+    /// so that a waker that shares the CPU (more runnable threads than CPUs) gets to run.
+    static let pureSpinBudget: UInt64 = 2_000
 
     static let idle: UInt32 = 0
     static let set: UInt32 = 1
@@ -96,17 +99,24 @@ struct Parker {
         }
     }
 
-    /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set.
+    /// Polls the word for at most `spinBudget` (and not past `deadline`): first with a CPU hint
+    /// between polls, then yielding the CPU. True when it was set.
     @inline(__always)
     private func spinUntilSet(deadline: UInt64) -> Bool {
         let start = MonotonicClock.now()
         let end = min(deadline, start &+ Self.spinBudget)
+        let pureEnd = min(end, start &+ Self.pureSpinBudget)
         var polls: UInt32 = 0
         while true {
             if isSet { return true }
             qkshim_cpu_relax()
             polls &+= 1
-            if polls & 15 == 0 && MonotonicClock.now() >= end { return false }
+            if polls & 15 == 0 && MonotonicClock.now() >= pureEnd { break }
         }
+        while MonotonicClock.now() < end {
+            if isSet { return true }
+            sched_yield()
+        }
+        return isSet
     }
 }
