@@ -748,4 +748,32 @@ struct ConditionLockSwiftTests {
         #expect(lock.stats.timeouts == 3)
         #expect(lock.stats.acquisitions == 2)
     }
+
+    /// The Swift snippet of docs/condition-lock.md, kept compiling and running here.
+    @Test func theDocumentationSnippetWorks() throws {
+        let startup = ConditionLock(condition: Boot.idle, name: "startup")
+        let network = Shared(false)
+
+        try startup.set(.configLoaded)
+        try startup.withLock(whenCondition: .configLoaded) {
+            network.value = true // bringUpNetwork()
+            return .networkUp
+        }
+        let timedOut = startupTimesOut(startup)
+        #expect(network.value && timedOut)
+        #expect(startup.condition == .networkUp)
+        #expect(startup.stats.futileWakeups == 0)
+    }
+
+    private func startupTimesOut(_ startup: ConditionLock<Boot>) -> Bool {
+        do {
+            try startup.lock(whenCondition: .ready, before: ContinuousClock.now.advanced(by: .milliseconds(20)))
+            try? startup.unlock()
+            return false
+        } catch {
+            return error == .timedOut
+        }
+    }
 }
+
+private enum Boot: Hashable, Sendable { case idle, configLoaded, networkUp, ready }
