@@ -275,57 +275,80 @@ QK_EXPORT qk_queue_t *qk_dbqueue_queue(qk_dbqueue_t *db);
 /* 3. Condition lock                                                                          */
 /* ========================================================================================== */
 
-/** An opaque lock plus an integer condition, with NSConditionLock semantics: waiters are woken
- *  only when the new state satisfies them, in arrival order; ownership is checked. */
+/** An opaque lock plus an integer condition, with NSConditionLock semantics.
+ *
+ *  The lock (held or free) and the condition (an intptr_t) are two independent states:
+ *  qk_condlock_lock ignores the condition and keeps it; qk_condlock_lock_when needs the lock free
+ *  *and* the condition equal. qk_condlock_unlock_with sets the condition and releases in one step.
+ *
+ *  Waiting: a release hands the lock directly to the first queued waiter (in arrival order) that
+ *  the new state satisfies -- a plain lock waiter accepts any condition, a lock_when(c) waiter
+ *  needs c -- makes it the owner and wakes only that thread. Waiters for other values are not
+ *  woken (no thundering herd); waiters for the same value are served in arrival order, and a
+ *  newcomer only ever gets a lock that no queued waiter could take (nobody starves). The first
+ *  waiter spins for a few microseconds before it sleeps; the others sleep at once.
+ *
+ *  Ownership is checked: unlock* by a thread that does not hold the lock is EPERM and changes
+ *  nothing; lock* by the holder is EDEADLK; trylock* by the holder is EBUSY. The lock is not
+ *  recursive. All functions are thread-safe. A destroyed handle must not be used again. */
 typedef struct qk_condlock qk_condlock_t;
 
 /** Creates an unlocked lock whose condition is `condition`. NULL with errno ENOMEM on failure. */
 QK_EXPORT qk_condlock_t *qk_condlock_create(intptr_t condition);
 
 /** Frees the lock. EBUSY (nothing done) while it is held or waited on; EINVAL for NULL/wrong
- *  type. */
+ *  type. No call on the lock may be in progress or follow. */
 QK_EXPORT int qk_condlock_destroy(qk_condlock_t *lock);
 
-/** Acquires the lock whatever the condition (which it keeps). EDEADLK when the calling thread
- *  already holds it. */
+/** Acquires the lock whatever the condition (which it keeps), waiting as long as needed.
+ *  EDEADLK when the calling thread already holds it; EINVAL for NULL/wrong type. */
 QK_EXPORT int qk_condlock_lock(qk_condlock_t *lock);
 
 /** Acquires the lock if it is free, whatever the condition; EBUSY otherwise (also when the
- *  caller holds it). */
+ *  caller holds it). Never waits. */
 QK_EXPORT int qk_condlock_trylock(qk_condlock_t *lock);
 
-/** As qk_condlock_lock, giving up at the absolute CLOCK_MONOTONIC `deadline_ns` with ETIMEDOUT
- *  (not holding the lock). A deadline already past tries once. */
+/** As qk_condlock_lock, giving up at the absolute CLOCK_MONOTONIC `deadline_ns` (see qk_now_ns;
+ *  QK_FOREVER never expires) with ETIMEDOUT, not holding the lock. A deadline already past tries
+ *  once: 0 or ETIMEDOUT. A waiter handed the lock at the moment its deadline passes keeps it and
+ *  returns 0: a call returns either 0 holding the lock or ETIMEDOUT holding nothing. */
 QK_EXPORT int qk_condlock_lock_until(qk_condlock_t *lock, uint64_t deadline_ns);
 
-/** Returns holding the lock with the condition equal to `condition`, waiting as long as needed.
- *  EDEADLK when the calling thread already holds the lock. */
+/** Returns holding the lock with the condition equal to `condition`, waiting as long as needed
+ *  (until a release or qk_condlock_set leaves that value). EDEADLK when the calling thread
+ *  already holds the lock. */
 QK_EXPORT int qk_condlock_lock_when(qk_condlock_t *lock, intptr_t condition);
 
-/** Acquires the lock only if it is free and its condition equals `condition`; EBUSY otherwise. */
+/** Acquires the lock only if it is free and its condition equals `condition`; EBUSY otherwise
+ *  (also when the lock is free with another value, or held by the caller). Never waits. */
 QK_EXPORT int qk_condlock_trylock_when(qk_condlock_t *lock, intptr_t condition);
 
 /** As qk_condlock_lock_when, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock).
- *  A deadline already past tries once. */
+ *  A deadline already past tries once. The timeout rules of qk_condlock_lock_until apply. */
 QK_EXPORT int qk_condlock_lock_when_until(qk_condlock_t *lock, intptr_t condition,
                                           uint64_t deadline_ns);
 
-/** Releases the lock, keeping the condition. EPERM (nothing changed) when the calling thread
- *  does not hold it. */
+/** Releases the lock, keeping the condition; hands it to the first waiter that condition
+ *  satisfies, if any. EPERM (nothing changed) when the calling thread does not hold it. */
 QK_EXPORT int qk_condlock_unlock(qk_condlock_t *lock);
 
 /** Sets the condition and releases the lock in one step: no thread sees the lock free with the
- *  old condition. Wakes only a waiter the new state satisfies. EPERM when not the holder. */
+ *  old condition. Wakes only the first waiter the new state satisfies. EPERM (nothing changed,
+ *  condition included) when the calling thread does not hold the lock. */
 QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
 
-/** Acquires the lock, then unlock_with(condition): starts a chain from a thread that does not
- *  hold the lock. EDEADLK when the calling thread holds it (use unlock_with). */
+/** Acquires the lock (waiting if needed), then unlock_with(condition): starts a chain from a
+ *  thread that does not hold the lock, where NSConditionLock code unlocks a lock it never
+ *  locked. Counts as one acquisition. EDEADLK when the calling thread holds it (use
+ *  unlock_with). */
 QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
 
-/** The current condition, read without a race. 0 for a NULL/wrong-type lock. */
+/** The current condition, read without a race and without waiting for the holder. 0 for a
+ *  NULL/wrong-type lock. */
 QK_EXPORT intptr_t qk_condlock_condition(const qk_condlock_t *lock);
 
-/** Names the lock (copied; NULL clears it). Names appear in diagnostics. ENOMEM, EINVAL. */
+/** Names the lock (the string is copied; NULL clears it). Names appear in diagnostics. 0,
+ *  ENOMEM, or EINVAL for a NULL/wrong-type lock. */
 QK_EXPORT int qk_condlock_set_name(qk_condlock_t *lock, const char *name);
 
 /** The lock's name, "" when unnamed or for a NULL/wrong-type lock; never NULL. Valid until the
@@ -336,14 +359,18 @@ QK_EXPORT const char *qk_condlock_name(const qk_condlock_t *lock);
 typedef struct {
     size_t size;             /**< set by the caller to sizeof(qk_condlock_stats_t) */
     uint64_t acquisitions;   /**< successful lock and trylock calls of every kind, and each set */
-    uint64_t contended;      /**< acquisitions that had to wait */
-    uint64_t wakeups;        /**< times a waiting thread was woken */
-    uint64_t futile_wakeups; /**< wakeups after which the thread had to wait again */
+    uint64_t contended;      /**< acquisitions that had to wait (were handed the lock) */
+    uint64_t wakeups;        /**< times a waiting thread resumed: by a hand-off, or spuriously */
+    uint64_t futile_wakeups; /**< wakeups after which the thread had to wait again (spurious
+                                  kernel wake-ups only: the lock never wakes a waiter the new
+                                  state does not satisfy) */
     uint64_t timeouts;       /**< timed calls that returned ETIMEDOUT, past deadlines included */
 } qk_condlock_stats_t;
 
-/** Copies the counters into `stats`, writing only the fields that fit in `stats->size` bytes.
- *  EINVAL for NULL arguments or a size too small to hold `acquisitions`. */
+/** Copies the counters into `stats`, writing only the fields that fit in `stats->size` bytes (so
+ *  a caller built against a shorter, older struct keeps working). Each counter is read
+ *  atomically, the set of them is a snapshot. EINVAL for NULL arguments or a size too small to
+ *  hold `acquisitions`. */
 QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats_t *stats);
 
 #ifdef __cplusplus

@@ -33,10 +33,12 @@ private enum StateBit {
 ///   take it (the release hands it over instead), so barging never overtakes a waiter that the
 ///   state satisfies: no starvation, at the price of a context switch per contended hand-off
 ///   under heavy plain-mutex contention.
-/// - **Spin, then sleep.** A waiter that is first in the queue polls its word for a few
-///   microseconds (``Parker/spinBudget``) before it sleeps in the kernel, which makes a
-///   two-thread ping-pong cost a few hundred nanoseconds instead of two system calls; waiters
-///   further back sleep at once, so a long queue never burns the CPUs its predecessors need.
+/// - **Spin, then sleep.** A waiter polls its word for a bounded time (``Parker/spinBudget``,
+///   12 µs) before it sleeps in the kernel: the first waiter in the queue polls hot for 2 µs and
+///   then yields its CPU between polls, the ones behind it only yield. A two-thread ping-pong
+///   thus costs well under a microsecond per round instead of two system calls and two
+///   scheduler round trips, and a thread that yields never takes the CPU from the thread it
+///   waits for.
 /// - **Deadlines** are absolute nanoseconds on `CLOCK_MONOTONIC` (``MonotonicClock``); a deadline
 ///   already past tries once. A waiter whose deadline passes at the moment it is handed the lock
 ///   keeps the lock and succeeds: which one happened first is settled under the queue's guard.
@@ -433,15 +435,15 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     /// Queues `node` (the caller holds the guard, which this releases) and waits for a hand-off
     /// or the deadline. On `.acquired` the releasing thread has already made us the owner.
     private func wait(queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64) -> WaitOutcome {
-        // Only the first waiter spins: the ones behind it would burn the CPUs that the threads
-        // ahead of them need to run and release.
-        let spins = head == nil
+        // Only the first waiter polls hot; the ones behind it only yield, so they never burn
+        // the CPUs that the threads ahead of them need to run and release.
+        let first = head == nil
         append(node)
         releaseGuard(.keep)
 
         let parker = node.pointee.parker
         var report = Parker.Report()
-        var handedOff = parker.park(until: deadline, spin: spins, report: &report)
+        var handedOff = parker.park(until: deadline, spin: true, report: &report, pureSpin: first)
         if report.futileWakeups > 0 {
             futileCount.add(UInt64(report.futileWakeups), ordering: .relaxed)
         }

@@ -20,7 +20,12 @@ struct Parker {
     /// short spin wins whenever the waker is running (WebKit's and parking_lot's locks spin for
     /// the same reason). The bound is in time, not iterations, because `pause` costs from a few
     /// cycles to ~25 ns depending on the CPU.
-    static let spinBudget: UInt64 = 6_000
+    static let spinBudget: UInt64 = 12_000
+    /// The first part of the spin only polls (when the caller asks for it); after it the waiter
+    /// yields its CPU between polls, so that a waker that shares the CPU (more runnable threads
+    /// than CPUs) gets to run, and the CPU does not go idle just before a wake-up (waking an idle
+    /// virtual CPU costs several microseconds).
+    static let pureSpinBudget: UInt64 = 2_000
 
     static let idle: UInt32 = 0
     static let set: UInt32 = 1
@@ -74,12 +79,13 @@ struct Parker {
         return park(until: deadline, spin: spin, report: &report)
     }
 
-    /// As `park(until:spin:)`, also telling what happened on the way.
+    /// As `park(until:spin:)`, also telling what happened on the way. `pureSpin: false` skips
+    /// the polling part of the spin and only yields (for waiters that are not next in line).
     ///
     /// On `false` (the deadline passed) the word may still be set concurrently: the caller must
     /// settle that race under its own lock (see `ConditionLock`).
-    func park(until deadline: UInt64, spin: Bool, report: inout Report) -> Bool {
-        if spin && spinUntilSet(deadline: deadline) { return true }
+    func park(until deadline: UInt64, spin: Bool, report: inout Report, pureSpin: Bool = true) -> Bool {
+        if spin && spinUntilSet(deadline: deadline, pureSpin: pureSpin) { return true }
         // Announce the sleep. If the word was set meanwhile, the exchange overwrote `set`: put it
         // back (the waker never looks at the word again) and we are done.
         if qkshim_atomic_exchange32(word, Self.sleeping) == Self.set {
@@ -96,17 +102,25 @@ struct Parker {
         }
     }
 
-    /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set.
+    /// Polls the word for at most `spinBudget` (and not past `deadline`): first, if `pureSpin`,
+    /// for `pureSpinBudget` with a CPU hint between polls, then yielding the CPU. True when it
+    /// was set.
     @inline(__always)
-    private func spinUntilSet(deadline: UInt64) -> Bool {
+    private func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
         let start = MonotonicClock.now()
         let end = min(deadline, start &+ Self.spinBudget)
+        let pureEnd = min(end, start &+ (pureSpin ? Self.pureSpinBudget : 0))
         var polls: UInt32 = 0
         while true {
             if isSet { return true }
             qkshim_cpu_relax()
             polls &+= 1
-            if polls & 15 == 0 && MonotonicClock.now() >= end { return false }
+            if polls & 15 == 0 && MonotonicClock.now() >= pureEnd { break }
         }
+        while MonotonicClock.now() < end {
+            if isSet { return true }
+            sched_yield()
+        }
+        return isSet
     }
 }

@@ -1,0 +1,779 @@
+import CQueueKit
+import Dispatch
+import Foundation
+import Glibc
+import QueueKit
+import Testing
+
+// The condition lock (API.md section 3), through the C header as C programs call it, plus the
+// Swift generic API with an enum condition. Every wait is bounded: a thread that blocks runs in
+// the background and the test waits for it with a timeout; interleavings are forced by watching
+// the lock's waiter count, never by sleeping.
+
+/// A `qk_condlock_t *` that may cross threads in the tests.
+private struct CLock: @unchecked Sendable {
+    let raw: OpaquePointer
+
+    init(_ condition: Int = 0) { raw = qk_condlock_create(condition)! }
+
+    var swift: ConditionLock<Int> { Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue() }
+    var waiters: Int { swift.waiterCount }
+    var isLocked: Bool { swift.isLocked }
+    var condition: Int { qk_condlock_condition(raw) }
+
+    func lock() -> Int32 { qk_condlock_lock(raw) }
+    func trylock() -> Int32 { qk_condlock_trylock(raw) }
+    func lock(until deadline: UInt64) -> Int32 { qk_condlock_lock_until(raw, deadline) }
+    func lock(when c: Int) -> Int32 { qk_condlock_lock_when(raw, c) }
+    func trylock(when c: Int) -> Int32 { qk_condlock_trylock_when(raw, c) }
+    func lock(when c: Int, until deadline: UInt64) -> Int32 { qk_condlock_lock_when_until(raw, c, deadline) }
+    func unlock() -> Int32 { qk_condlock_unlock(raw) }
+    func unlock(with c: Int) -> Int32 { qk_condlock_unlock_with(raw, c) }
+    func set(_ c: Int) -> Int32 { qk_condlock_set(raw, c) }
+    func destroy() -> Int32 { qk_condlock_destroy(raw) }
+
+    var stats: qk_condlock_stats_t {
+        var stats = qk_condlock_stats_t()
+        stats.size = MemoryLayout<qk_condlock_stats_t>.size
+        precondition(qk_condlock_get_stats(raw, &stats) == 0)
+        return stats
+    }
+}
+
+/// Runs `body` on a new thread; the semaphore is signalled when it returns.
+@discardableResult
+private func background(_ body: @escaping @Sendable () -> Void) -> DispatchSemaphore {
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        body()
+        done.signal()
+    }
+    thread.stackSize = 1 << 20
+    thread.start()
+    return done
+}
+
+/// Polls `predicate` until it holds, at most `timeout` seconds.
+private func eventually(within timeout: TimeInterval = testTimeout, _ predicate: () -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(timeout)
+    while Date() < end {
+        if predicate() { return true }
+        usleep(100)
+    }
+    return predicate()
+}
+
+/// A deadline `seconds` from now on the library's clock.
+private func deadline(in seconds: Double) -> UInt64 { qk_now_ns() + UInt64(seconds * 1e9) }
+
+/// A deadline for calls made on the test's own thread that would block forever on a bug.
+private var bounded: UInt64 { deadline(in: testTimeout) }
+
+@Suite("Condition lock: the C API")
+struct ConditionLockCTests {
+    // MARK: The two independent states
+
+    @Test func createStartsUnlockedWithTheCondition() {
+        let lock = CLock(42)
+        #expect(lock.condition == 42)
+        #expect(!lock.isLocked)
+        #expect(lock.trylock() == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func plainLockIgnoresAndKeepsTheCondition() {
+        let lock = CLock(7)
+        #expect(lock.lock() == 0)
+        #expect(lock.condition == 7)
+        #expect(lock.unlock() == 0)
+        #expect(lock.condition == 7)
+        #expect(lock.lock(until: bounded) == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func trylockWhenOnAFreeLockWithAnotherValueFails() {
+        let lock = CLock(1)
+        #expect(lock.trylock(when: 2) == EBUSY)
+        #expect(!lock.isLocked)
+        #expect(lock.trylock(when: 1) == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func lockWhenNeedsBothTheFreeLockAndTheValue() {
+        let lock = CLock(3)
+        #expect(lock.lock() == 0)
+        // Held by another thread with the right value: a try fails, a past deadline times out.
+        let other = background {
+            #expect(lock.trylock(when: 3) == EBUSY)
+            #expect(lock.lock(when: 3, until: 0) == ETIMEDOUT)
+            #expect(lock.trylock() == EBUSY)
+        }
+        #expect(waits(for: other))
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func unlockWithSetsTheConditionAndReleases() {
+        let lock = CLock(0)
+        #expect(lock.lock(when: 0) == 0)
+        #expect(lock.unlock(with: 5) == 0)
+        #expect(lock.condition == 5)
+        #expect(!lock.isLocked)
+        #expect(lock.trylock(when: 0) == EBUSY)
+        #expect(lock.trylock(when: 5) == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func conditionReadDoesNotWaitForTheHolder() {
+        let lock = CLock(9)
+        #expect(lock.lock() == 0)
+        let reader = background { #expect(lock.condition == 9) }
+        #expect(waits(for: reader))
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func setStartsAChainFromANonHolder() {
+        let lock = CLock(0)
+        #expect(lock.set(4) == 0)
+        #expect(lock.condition == 4)
+        #expect(!lock.isLocked)
+        #expect(lock.unlock() == EPERM, "set leaves the lock free")
+        #expect(lock.stats.acquisitions == 1)
+        #expect(lock.destroy() == 0)
+    }
+
+    // MARK: Ownership
+
+    @Test func unlockByANonHolderIsEPERMAndChangesNothing() {
+        let lock = CLock(1)
+        #expect(lock.unlock() == EPERM, "free lock")
+        #expect(lock.unlock(with: 2) == EPERM)
+        #expect(lock.condition == 1)
+        #expect(lock.lock() == 0)
+        let other = background {
+            #expect(lock.unlock() == EPERM)
+            #expect(lock.unlock(with: 8) == EPERM)
+        }
+        #expect(waits(for: other))
+        #expect(lock.isLocked)
+        #expect(lock.condition == 1)
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func relockByTheHolderIsEDEADLKAndTryIsEBUSY() {
+        let lock = CLock(1)
+        #expect(lock.lock() == 0)
+        #expect(lock.lock() == EDEADLK)
+        #expect(lock.lock(when: 1) == EDEADLK)
+        #expect(lock.lock(until: QK_FOREVER) == EDEADLK)
+        #expect(lock.lock(until: 0) == EDEADLK)
+        #expect(lock.lock(when: 1, until: QK_FOREVER) == EDEADLK)
+        #expect(lock.set(2) == EDEADLK)
+        #expect(lock.trylock() == EBUSY)
+        #expect(lock.trylock(when: 1) == EBUSY)
+        #expect(lock.condition == 1)
+        #expect(lock.unlock() == 0)
+        #expect(lock.unlock() == EPERM, "released once only")
+        #expect(lock.stats.acquisitions == 1)
+        #expect(lock.destroy() == 0)
+    }
+
+    // MARK: Destroy
+
+    @Test func destroyWhileHeldIsEBUSY() {
+        let lock = CLock(0)
+        #expect(lock.lock() == 0)
+        #expect(lock.destroy() == EBUSY)
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func destroyWhileWaitedOnIsEBUSY() {
+        let lock = CLock(0)
+        let waiter = background { #expect(lock.lock(when: 1, until: bounded) == 0); #expect(lock.unlock() == 0) }
+        #expect(eventually { lock.waiters == 1 })
+        #expect(!lock.isLocked)
+        #expect(lock.destroy() == EBUSY, "free but waited on")
+        #expect(lock.set(1) == 0)
+        #expect(waits(for: waiter))
+        #expect(lock.destroy() == 0)
+    }
+
+    // MARK: Timeouts: deadline {past, finite, forever} × condition {met now, met later, never}
+
+    enum Call: CaseIterable, Sendable { case lockUntil, lockWhenUntil }
+    enum Deadline: CaseIterable, Sendable { case past, finite, forever }
+    enum Met: CaseIterable, Sendable { case now, later, never }
+
+    @Test(arguments: Call.allCases, Deadline.allCases)
+    func timeoutMatrix(call: Call, deadlineKind: Deadline) {
+        for met in Met.allCases { timeoutCell(call: call, deadlineKind: deadlineKind, met: met) }
+    }
+
+    private func timeoutCell(call: Call, deadlineKind: Deadline, met: Met) {
+        let wanted = 1
+        let lock = CLock(call == .lockWhenUntil && met == .now ? wanted : 0)
+        let holder = Holder(lock: lock)
+        // "Later" and "never": the state does not satisfy the call when it is made.
+        switch (call, met) {
+        case (_, .now): break
+        case (.lockUntil, _): holder.acquire()
+        case (.lockWhenUntil, _): break // free, but the condition is 0
+        }
+        let finiteWait = met == .never ? 0.05 : testTimeout
+        let deadline: UInt64 = switch deadlineKind {
+        case .past: qk_now_ns() - 1
+        case .finite: qk_now_ns() + UInt64(finiteWait * 1e9)
+        case .forever: QK_FOREVER
+        }
+        let result = Shared<Int32>(-1)
+        let started = qk_now_ns()
+        let elapsed = Shared<UInt64>(0)
+        let caller = background {
+            let status = call == .lockUntil ? lock.lock(until: deadline) : lock.lock(when: wanted, until: deadline)
+            elapsed.value = qk_now_ns() - started
+            result.value = status
+            if status == 0 {
+                #expect(lock.condition == (call == .lockWhenUntil ? wanted : lock.condition))
+                #expect(lock.unlock() == 0)
+            } else {
+                #expect(lock.unlock() == EPERM, "no lock held after ETIMEDOUT")
+            }
+        }
+        let label = "\(call) × \(deadlineKind) × \(met)"
+        let satisfy = {
+            switch call {
+            case .lockUntil: holder.release()
+            case .lockWhenUntil: #expect(lock.set(wanted) == 0, "\(label)")
+            }
+        }
+        switch (deadlineKind, met) {
+        case (_, .now), (.past, _):
+            #expect(waits(for: caller), "\(label)")
+            #expect(result.value == (met == .now ? 0 : ETIMEDOUT), "\(label)")
+            if met == .now { #expect(elapsed.value < 1_000_000_000, "\(label): no wait") }
+        case (_, .later):
+            #expect(eventually { lock.waiters == 1 }, "\(label)")
+            satisfy()
+            #expect(waits(for: caller), "\(label)")
+            #expect(result.value == 0, "\(label)")
+        case (.finite, .never):
+            #expect(waits(for: caller), "\(label)")
+            #expect(result.value == ETIMEDOUT, "\(label)")
+            #expect(elapsed.value >= 50_000_000, "\(label): waited until the deadline")
+            #expect(lock.waiters == 0, "\(label): left the queue")
+        case (.forever, .never):
+            #expect(eventually { lock.waiters == 1 }, "\(label)")
+            // Still waiting after a while (not synchronisation: the absence of an event).
+            #expect(caller.wait(timeout: .now() + 0.2) == .timedOut, "\(label): still waiting")
+            #expect(lock.waiters == 1, "\(label)")
+            satisfy()
+            #expect(waits(for: caller), "\(label)")
+            #expect(result.value == 0, "\(label)")
+        }
+        // No lock is left held by the caller; the holder (if any) still holds it.
+        if holder.holds { holder.release() }
+        #expect(eventually { !lock.isLocked }, "\(label): nothing left held")
+        #expect(lock.stats.timeouts == (result.value == ETIMEDOUT ? 1 : 0), "\(label)")
+        holder.finish()
+        #expect(lock.destroy() == 0, "\(label)")
+    }
+
+    // MARK: Hand-off
+
+    @Test func mutualExclusionUnderEightThreads() {
+        let lock = CLock(0)
+        let inside = Shared(0)
+        let counter = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        counter.initialize(to: 0)
+        defer { counter.deallocate() }
+        let box = SendablePointer(counter)
+        let threads = 8, iterations = 2_000
+        let done = (0..<threads).map { index in
+            background {
+                for i in 0..<iterations {
+                    let status: Int32
+                    switch (index + i) % 4 {
+                    case 0: status = lock.lock()
+                    case 1: status = lock.lock(until: bounded)
+                    case 2: status = lock.lock(when: 0, until: bounded)
+                    default:
+                        var s = lock.trylock()
+                        while s == EBUSY { s = lock.lock(until: bounded) }
+                        status = s
+                    }
+                    #expect(status == 0)
+                    #expect(inside.update { v in v += 1; return v } == 1)
+                    box.pointer.pointee += 1 // a plain, unsynchronised increment: the lock protects it
+                    inside.update { $0 -= 1 }
+                    #expect(lock.unlock() == 0)
+                }
+            }
+        }
+        for semaphore in done { #expect(waits(for: semaphore)) }
+        #expect(counter.pointee == threads * iterations)
+        #expect(lock.stats.acquisitions == UInt64(threads * iterations))
+        #expect(lock.stats.futile_wakeups == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func handOffs0To1To2To3() {
+        let lock = CLock(0)
+        let log = Recorder()
+        let workers = (1...2).map { step in
+            background {
+                #expect(lock.lock(when: step, until: bounded) == 0)
+                log.record("\(step)")
+                #expect(lock.unlock(with: step + 1) == 0)
+            }
+        }
+        #expect(eventually { lock.waiters == 2 })
+        #expect(lock.lock(when: 0, until: bounded) == 0)
+        log.record("0")
+        #expect(lock.unlock(with: 1) == 0)
+        #expect(lock.lock(when: 3, until: bounded) == 0)
+        log.record("3")
+        #expect(lock.unlock() == 0)
+        for worker in workers { #expect(waits(for: worker)) }
+        #expect(log.events == ["0", "1", "2", "3"])
+        #expect(lock.condition == 3)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func onlyTheWaiterForTheNewValueWakes() {
+        let lock = CLock(0)
+        let woke = Recorder()
+        let one = background {
+            #expect(lock.lock(when: 1, until: bounded) == 0)
+            woke.record("1")
+            #expect(lock.unlock() == 0)
+        }
+        #expect(eventually { lock.waiters == 1 })
+        let two = background {
+            #expect(lock.lock(when: 2, until: bounded) == 0)
+            woke.record("2")
+            #expect(lock.unlock(with: 3) == 0)
+        }
+        #expect(eventually { lock.waiters == 2 })
+        #expect(lock.set(2) == 0)
+        #expect(waits(for: two))
+        // The waiter for 1 was never woken: still queued, and no wake-up was wasted on it.
+        #expect(woke.events == ["2"])
+        #expect(lock.waiters == 1)
+        var stats = lock.stats
+        #expect(stats.wakeups == 1)
+        #expect(stats.futile_wakeups == 0)
+        #expect(lock.condition == 3)
+        #expect(lock.set(1) == 0)
+        #expect(waits(for: one))
+        stats = lock.stats
+        #expect(woke.events == ["2", "1"])
+        #expect(stats.wakeups == 2)
+        #expect(stats.futile_wakeups == 0)
+        #expect(stats.contended == 2)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test(arguments: [false, true])
+    func sameValueWaitersAreServedInArrivalOrder(plain: Bool) {
+        let lock = CLock(0)
+        #expect(lock.lock() == 0)
+        let order = Recorder()
+        var done: [DispatchSemaphore] = []
+        for index in 0..<6 {
+            done.append(background {
+                #expect((plain ? lock.lock(until: bounded) : lock.lock(when: 7, until: bounded)) == 0)
+                order.record("\(index)")
+                #expect(lock.unlock(with: 7) == 0)
+            })
+            #expect(eventually { lock.waiters == index + 1 })
+        }
+        #expect(lock.unlock(with: 7) == 0)
+        for semaphore in done { #expect(waits(for: semaphore)) }
+        #expect(order.events == (0..<6).map { "\($0)" })
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func theReleaseHandsTheLockOverSoNewcomersCannotBarge() {
+        let lock = CLock(0)
+        #expect(lock.lock() == 0)
+        let waiter = background {
+            #expect(lock.lock(when: 5, until: bounded) == 0)
+            #expect(lock.unlock() == 0)
+        }
+        #expect(eventually { lock.waiters == 1 })
+        let gate = DispatchSemaphore(value: 0)
+        // The waiter may not even be running yet, but it already owns the lock.
+        #expect(lock.unlock(with: 5) == 0)
+        let newcomer = background {
+            let status = lock.trylock(when: 5)
+            if status == 0 { _ = lock.unlock() }
+            #expect(status == EBUSY || lock.stats.acquisitions == 3, "a newcomer only gets a lock the waiter released")
+            gate.signal()
+        }
+        #expect(waits(for: gate))
+        #expect(waits(for: newcomer))
+        #expect(waits(for: waiter))
+        #expect(lock.stats.contended == 1)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func aWaiterTimingOutAsItIsHandedTheLockEitherHoldsItOrNot() {
+        // Race deadlines against hand-offs; whatever wins, the books must balance: a 0 means the
+        // waiter holds the lock, an ETIMEDOUT that it holds nothing and left the queue.
+        let lock = CLock(0)
+        let timeouts = Shared(0)
+        for round in 0..<300 {
+            #expect(lock.lock() == 0)
+            let delay = UInt64(round % 30) * 2_000
+            let waiter = background {
+                let status = lock.lock(when: 1, until: qk_now_ns() + 30_000 + delay)
+                if status == 0 {
+                    #expect(lock.condition == 1)
+                    #expect(lock.unlock(with: 0) == 0)
+                } else {
+                    #expect(status == ETIMEDOUT)
+                    #expect(lock.unlock() == EPERM)
+                    timeouts.update { $0 += 1 }
+                }
+            }
+            // Release at about the deadline.
+            let spinUntil = qk_now_ns() + 30_000
+            while qk_now_ns() < spinUntil {}
+            #expect(lock.unlock(with: 1) == 0)
+            #expect(waits(for: waiter))
+            #expect(lock.waiters == 0)
+            // Whoever won, the lock ends up free; reset the value if the waiter timed out.
+            #expect(lock.lock(until: bounded) == 0)
+            #expect(lock.unlock(with: 0) == 0)
+        }
+        #expect(lock.stats.timeouts == UInt64(timeouts.value))
+        #expect(!lock.isLocked)
+        #expect(lock.destroy() == 0)
+    }
+
+    // MARK: Names and stats
+
+    @Test func namesAreCopiedAndStayValidUntilReplaced() {
+        let lock = CLock(0)
+        #expect(String(cString: qk_condlock_name(lock.raw)) == "")
+        var name = Array("loader".utf8CString)
+        #expect(qk_condlock_set_name(lock.raw, &name) == 0)
+        name[0] = 0x58 // the lock kept its own copy
+        let pointer = qk_condlock_name(lock.raw)!
+        #expect(String(cString: pointer) == "loader")
+        #expect(qk_condlock_name(lock.raw) == pointer, "stable until the next set_name")
+        #expect(lock.swift.name == "loader")
+        #expect(qk_condlock_set_name(lock.raw, "second") == 0)
+        #expect(String(cString: qk_condlock_name(lock.raw)) == "second")
+        #expect(qk_condlock_set_name(lock.raw, nil) == 0)
+        #expect(String(cString: qk_condlock_name(lock.raw)) == "")
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func statsCountWhatTheContractSays() {
+        let lock = CLock(0)
+        #expect(lock.lock() == 0); #expect(lock.unlock() == 0)
+        #expect(lock.trylock() == 0); #expect(lock.unlock() == 0)
+        #expect(lock.lock(when: 0) == 0); #expect(lock.unlock() == 0)
+        #expect(lock.trylock(when: 0) == 0); #expect(lock.unlock() == 0)
+        #expect(lock.lock(until: bounded) == 0); #expect(lock.unlock() == 0)
+        #expect(lock.lock(when: 0, until: bounded) == 0); #expect(lock.unlock() == 0)
+        #expect(lock.set(1) == 0)
+        #expect(lock.trylock(when: 0) == EBUSY)
+        #expect(lock.lock(when: 0, until: 0) == ETIMEDOUT)
+        #expect(lock.lock(when: 0, until: qk_now_ns() + 1_000_000) == ETIMEDOUT)
+        var stats = lock.stats
+        #expect(stats.size == MemoryLayout<qk_condlock_stats_t>.size)
+        #expect(stats.acquisitions == 7)
+        #expect(stats.contended == 0)
+        #expect(stats.timeouts == 2)
+        #expect(stats.futile_wakeups == 0)
+
+        // A caller that knows fewer fields gets only those; one too small for `acquisitions` is EINVAL.
+        let sentinel: UInt64 = 0xDEAD_BEEF
+        stats = qk_condlock_stats_t(size: 0, acquisitions: sentinel, contended: sentinel, wakeups: sentinel,
+                                    futile_wakeups: sentinel, timeouts: sentinel)
+        stats.size = MemoryLayout<qk_condlock_stats_t>.offset(of: \.contended)!
+        #expect(qk_condlock_get_stats(lock.raw, &stats) == 0)
+        #expect(stats.acquisitions == 7)
+        #expect(stats.contended == sentinel && stats.timeouts == sentinel)
+        stats.size = MemoryLayout<qk_condlock_stats_t>.offset(of: \.acquisitions)! + 7
+        stats.acquisitions = sentinel
+        #expect(qk_condlock_get_stats(lock.raw, &stats) == EINVAL)
+        #expect(stats.acquisitions == sentinel)
+        stats.size = 0
+        #expect(qk_condlock_get_stats(lock.raw, &stats) == EINVAL)
+        #expect(qk_condlock_get_stats(lock.raw, nil) == EINVAL)
+        #expect(lock.destroy() == 0)
+    }
+
+    // MARK: Misuse
+
+    @Test func nullAndWrongTypeHandlesAreEINVALEverywhere() throws {
+        let queue = try #require(qk_queue_create("not a lock", QK_QUEUE_SERIAL))
+        defer { qk_queue_release(queue) }
+        for handle in [nil, queue] as [OpaquePointer?] {
+            #expect(qk_condlock_destroy(handle) == EINVAL)
+            #expect(qk_condlock_lock(handle) == EINVAL)
+            #expect(qk_condlock_trylock(handle) == EINVAL)
+            #expect(qk_condlock_lock_until(handle, 0) == EINVAL)
+            #expect(qk_condlock_lock_when(handle, 0) == EINVAL)
+            #expect(qk_condlock_trylock_when(handle, 0) == EINVAL)
+            #expect(qk_condlock_lock_when_until(handle, 0, QK_FOREVER) == EINVAL)
+            #expect(qk_condlock_unlock(handle) == EINVAL)
+            #expect(qk_condlock_unlock_with(handle, 1) == EINVAL)
+            #expect(qk_condlock_set(handle, 1) == EINVAL)
+            #expect(qk_condlock_condition(handle) == 0)
+            #expect(qk_condlock_set_name(handle, "x") == EINVAL)
+            #expect(String(cString: qk_condlock_name(handle)) == "")
+            var stats = qk_condlock_stats_t()
+            stats.size = MemoryLayout<qk_condlock_stats_t>.size
+            #expect(qk_condlock_get_stats(handle, &stats) == EINVAL)
+        }
+        // The queue was not touched.
+        #expect(String(cString: qk_queue_label(queue)) == "not a lock")
+    }
+
+    // MARK: The seed's scenarios
+
+    @Test func boundedProducerConsumerConsumesEveryItemExactlyOnce() {
+        // The seed's two-state buffer: EMPTY (0) and FULL (1), one slot. Four producers wait for
+        // EMPTY, four consumers for FULL; each hand-off wakes exactly one thread of the other kind.
+        let empty = 0, full = 1
+        let lock = CLock(empty)
+        let slot = Shared(-1)
+        let consumed = Shared([Int](repeating: 0, count: 4 * 500))
+        let producers = (0..<4).map { p in
+            background {
+                for i in 0..<500 {
+                    #expect(lock.lock(when: empty, until: bounded) == 0)
+                    slot.value = p * 500 + i
+                    #expect(lock.unlock(with: full) == 0)
+                }
+            }
+        }
+        let consumers = (0..<4).map { _ in
+            background {
+                for _ in 0..<500 {
+                    #expect(lock.lock(when: full, until: bounded) == 0)
+                    let item = slot.value
+                    slot.value = -1
+                    consumed.update { $0[item] += 1 }
+                    #expect(lock.unlock(with: empty) == 0)
+                }
+            }
+        }
+        for semaphore in producers + consumers { #expect(waits(for: semaphore)) }
+        #expect(consumed.value.allSatisfy { $0 == 1 })
+        #expect(lock.condition == empty)
+        #expect(lock.stats.futile_wakeups == 0)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func taskChainRunsInOrderStartedBySet() {
+        // Tasks B and C start first and wait; "task A" finishes on a thread that never held the
+        // lock and starts the chain with set, not with an unheld unlock_with.
+        let idle = 0, aFinished = 1, bFinished = 2, cFinished = 3
+        let lock = CLock(idle)
+        let log = Recorder()
+        let c = background {
+            #expect(lock.lock(when: bFinished, until: bounded) == 0)
+            log.record("C")
+            #expect(lock.unlock(with: cFinished) == 0)
+        }
+        let b = background {
+            #expect(lock.lock(when: aFinished, until: bounded) == 0)
+            log.record("B")
+            #expect(lock.unlock(with: bFinished) == 0)
+        }
+        #expect(eventually { lock.waiters == 2 })
+        #expect(lock.unlock(with: aFinished) == EPERM, "the NSConditionLock shortcut is refused")
+        log.record("A")
+        #expect(lock.set(aFinished) == 0)
+        #expect(waits(for: b))
+        #expect(waits(for: c))
+        #expect(log.events == ["A", "B", "C"])
+        #expect(lock.condition == cFinished)
+        #expect(lock.destroy() == 0)
+    }
+
+    @Test func startUpOrchestrationHonoursDependencies() {
+        // Modules in stages: config; then network and storage in parallel; then sync (needs both);
+        // then ui. The condition is the current stage; the lock guards the stage's bookkeeping.
+        // A module waits for its stage, lets the others of the stage in at once (unlock keeps the
+        // stage), works outside the lock, and the last of a stage to finish opens the next one.
+        let stages = [["config"], ["network", "storage"], ["sync"], ["ui"]]
+        let lock = CLock(0)
+        let finished = Shared([String: Int]())
+        let started = Shared([String: Int]())
+        let clock = Shared(0)
+        let remaining = Shared(stages.map(\.count))
+        var threads: [DispatchSemaphore] = []
+        for (stage, modules) in stages.enumerated().reversed() {
+            for module in modules {
+                threads.append(background {
+                    #expect(lock.lock(when: stage, until: bounded) == 0)
+                    #expect(lock.unlock() == 0)
+                    started.update { $0[module] = clock.update { $0 += 1; return $0 } }
+                    finished.update { $0[module] = clock.update { $0 += 1; return $0 } }
+                    #expect(lock.lock(until: bounded) == 0)
+                    let left = remaining.update { $0[stage] -= 1; return $0[stage] }
+                    #expect(left == 0 ? lock.unlock(with: stage + 1) == 0 : lock.unlock() == 0)
+                })
+            }
+        }
+        for semaphore in threads { #expect(waits(for: semaphore)) }
+        #expect(lock.condition == stages.count)
+        let dependencies = ["network": ["config"], "storage": ["config"], "sync": ["network", "storage"], "ui": ["sync"]]
+        for (module, needs) in dependencies {
+            for need in needs {
+                #expect(finished.value[need]! < started.value[module]!, "\(module) started after \(need) finished")
+            }
+        }
+        #expect(lock.destroy() == 0)
+    }
+}
+
+/// A thread that holds a lock until told to release it (the "other holder" of the timeout matrix).
+private final class Holder: @unchecked Sendable {
+    let lock: CLock
+    private let go = DispatchSemaphore(value: 0)
+    private let acquired = DispatchSemaphore(value: 0)
+    private var done: DispatchSemaphore?
+    private(set) var holds = false
+
+    init(lock: CLock) { self.lock = lock }
+
+    func acquire() {
+        done = background { [self] in
+            #expect(lock.lock(until: bounded) == 0)
+            acquired.signal()
+            _ = waits(for: go)
+            #expect(lock.unlock() == 0)
+        }
+        #expect(waits(for: acquired))
+        holds = true
+    }
+
+    func release() {
+        guard holds else { return }
+        holds = false
+        go.signal()
+        if let done { #expect(waits(for: done)) }
+    }
+
+    func finish() { release() }
+}
+
+private struct SendablePointer: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<Int>
+    init(_ pointer: UnsafeMutablePointer<Int>) { self.pointer = pointer }
+}
+
+// MARK: - The Swift API
+
+private enum Stage: Hashable, Sendable {
+    case idle, loaded(Int), done
+}
+
+@Suite("Condition lock: the Swift API")
+struct ConditionLockSwiftTests {
+    @Test func enumConditionsAndTheClosureForm() throws {
+        let lock = ConditionLock(condition: Stage.idle, name: "stages")
+        #expect(lock.name == "stages")
+        let worker = background {
+            #expect(throws: Never.self) {
+                try lock.withLock(whenCondition: .loaded(2), before: MonotonicClock.deadline(after: .seconds(10))) {
+                    .done
+                }
+            }
+        }
+        #expect(eventually { lock.waiterCount == 1 })
+        try lock.withLock(whenCondition: .idle) { .loaded(1) }
+        #expect(lock.condition == .loaded(1))
+        #expect(lock.waiterCount == 1, "loaded(1) does not wake the waiter for loaded(2)")
+        try lock.set(.loaded(2))
+        #expect(waits(for: worker))
+        #expect(lock.condition == .done)
+        #expect(lock.stats.futileWakeups == 0)
+    }
+
+    @Test func aThrowingBodyReleasesWithTheConditionUnchanged() throws {
+        struct Failure: Error {}
+        let lock = ConditionLock(condition: Stage.idle)
+        #expect(throws: Failure.self) {
+            try lock.withLock(whenCondition: .idle) { throw Failure() }
+        }
+        #expect(lock.condition == .idle)
+        #expect(!lock.isLocked)
+        #expect(try lock.withLock { 41 + 1 } == 42)
+    }
+
+    @Test func misuseThrowsQueueKitErrors() throws {
+        let lock = ConditionLock(condition: Stage.idle)
+        #expect(throws: QueueKitError.notPermitted) { try lock.unlock() }
+        try lock.lock()
+        #expect(throws: QueueKitError.wouldDeadlock) { try lock.lock(whenCondition: .idle) }
+        #expect(throws: QueueKitError.busy) { try lock.tryLock() }
+        #expect(throws: QueueKitError.wouldDeadlock) { try lock.set(.done) }
+        try lock.unlock(withCondition: .done)
+        #expect(throws: QueueKitError.busy) { try lock.tryLock(whenCondition: .idle) }
+        try lock.tryLock(whenCondition: .done)
+        try lock.unlock()
+    }
+
+    @Test func deadlinesOnEveryClock() throws {
+        let lock = ConditionLock(condition: Stage.idle)
+        #expect(throws: QueueKitError.timedOut) {
+            try lock.lock(whenCondition: .done, before: ContinuousClock.now.advanced(by: .milliseconds(20)))
+        }
+        let start = DispatchTime.now()
+        #expect(throws: QueueKitError.timedOut) {
+            try lock.lock(whenCondition: .done, before: DispatchTime.now() + .milliseconds(30))
+        }
+        let waited = DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds
+        #expect(waited >= 30_000_000 && waited < 5_000_000_000)
+        #expect(throws: QueueKitError.timedOut) { try lock.lock(whenCondition: .done, before: 0) }
+        try lock.lock(before: DispatchTime.distantFuture)
+        try lock.unlock()
+        try lock.lock(before: ContinuousClock.now)
+        try lock.unlock()
+        #expect(lock.stats.timeouts == 3)
+        #expect(lock.stats.acquisitions == 2)
+    }
+
+    /// The Swift snippet of docs/condition-lock.md, kept compiling and running here.
+    @Test func theDocumentationSnippetWorks() throws {
+        let startup = ConditionLock(condition: Boot.idle, name: "startup")
+        let network = Shared(false)
+
+        try startup.set(.configLoaded)
+        try startup.withLock(whenCondition: .configLoaded) {
+            network.value = true // bringUpNetwork()
+            return .networkUp
+        }
+        let timedOut = startupTimesOut(startup)
+        #expect(network.value && timedOut)
+        #expect(startup.condition == .networkUp)
+        #expect(startup.stats.futileWakeups == 0)
+    }
+
+    private func startupTimesOut(_ startup: ConditionLock<Boot>) -> Bool {
+        do {
+            try startup.lock(whenCondition: .ready, before: ContinuousClock.now.advanced(by: .milliseconds(20)))
+            try? startup.unlock()
+            return false
+        } catch {
+            return error == .timedOut
+        }
+    }
+}
+
+private enum Boot: Hashable, Sendable { case idle, configLoaded, networkUp, ready }
