@@ -105,7 +105,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     private let timeoutCount = Atomic<UInt64>(0)
 
     /// The name as a `strdup`ed C string (its address, 0 when unnamed).
-    private let nameAddress = Mutex<UInt>(0)
+    private let nameAddress = Lock<UInt>(0)
 
     /// Creates an unlocked lock whose condition is `condition`.
     ///
@@ -116,7 +116,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     }
 
     deinit {
-        free(UnsafeMutableRawPointer(bitPattern: nameAddress.locked { $0 }))
+        free(UnsafeMutableRawPointer(bitPattern: nameAddress.withLock { $0 }))
     }
 
     // MARK: Acquiring
@@ -283,7 +283,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
 
     /// The lock's name, "" when unnamed. Thread-safe.
     public var name: String {
-        get { nameAddress.locked { String(cString: UnsafePointer<CChar>(bitPattern: $0) ?? Self.emptyName) } }
+        get { nameAddress.withLock { String(cString: UnsafePointer<CChar>(bitPattern: $0) ?? Self.emptyName) } }
         set { newValue.withCString { _ = setName($0) } }
     }
 
@@ -324,7 +324,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
 
     /// The name as a C string, valid until the next `setName` or the lock's end.
     var cName: UnsafePointer<CChar> {
-        nameAddress.locked { UnsafePointer<CChar>(bitPattern: $0) } ?? Self.emptyName
+        nameAddress.withLock { UnsafePointer<CChar>(bitPattern: $0) } ?? Self.emptyName
     }
 
     /// Replaces the name with a copy of `name` (`nil`: unnamed). False when out of memory.
@@ -335,7 +335,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
             if copy == nil { return false }
         }
         let newAddress = UInt(bitPattern: copy)
-        let old = nameAddress.locked { address in
+        let old = nameAddress.withLock { address in
             let old = address
             address = newAddress
             return old

@@ -75,21 +75,3 @@ void qkshim_fatal(const char *message) {
     abort();
 }
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define QKSHIM_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define QKSHIM_TSAN 1
-#endif
-
-#ifdef QKSHIM_TSAN
-void __tsan_acquire(void *address);
-void __tsan_release(void *address);
-void qkshim_tsan_acquire(const void *address) { __tsan_acquire((void *)address); }
-void qkshim_tsan_release(const void *address) { __tsan_release((void *)address); }
-#else
-void qkshim_tsan_acquire(const void *address) { (void)address; }
-void qkshim_tsan_release(const void *address) { (void)address; }
-#endif

@@ -7,7 +7,7 @@ import Testing
 
 // The condition lock (API.md section 3), through the C header as C programs call it, plus the
 // Swift generic API with an enum condition. Every wait is bounded: a thread that blocks runs in
-// the background and the test waits for it with a timeout; interleavings are forced by watching
+// the spawn and the test waits for it with a timeout; interleavings are forced by watching
 // the lock's waiter count, never by sleeping.
 
 /// A `qk_condlock_t *` that may cross threads in the tests.
@@ -38,29 +38,6 @@ private struct CLock: @unchecked Sendable {
         precondition(qk_condlock_get_stats(raw, &stats) == 0)
         return stats
     }
-}
-
-/// Runs `body` on a new thread; the semaphore is signalled when it returns.
-@discardableResult
-private func background(_ body: @escaping @Sendable () -> Void) -> DispatchSemaphore {
-    let done = DispatchSemaphore(value: 0)
-    let thread = Thread {
-        body()
-        done.signal()
-    }
-    thread.stackSize = 1 << 20
-    thread.start()
-    return done
-}
-
-/// Polls `predicate` until it holds, at most `timeout` seconds.
-private func eventually(within timeout: TimeInterval = testTimeout, _ predicate: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(timeout)
-    while Date() < end {
-        if predicate() { return true }
-        usleep(100)
-    }
-    return predicate()
 }
 
 /// A deadline `seconds` from now on the library's clock.
@@ -106,7 +83,7 @@ struct ConditionLockCTests {
         let lock = CLock(3)
         #expect(lock.lock() == 0)
         // Held by another thread with the right value: a try fails, a past deadline times out.
-        let other = background {
+        let other = spawn {
             #expect(lock.trylock(when: 3) == EBUSY)
             #expect(lock.lock(when: 3, until: 0) == ETIMEDOUT)
             #expect(lock.trylock() == EBUSY)
@@ -131,7 +108,7 @@ struct ConditionLockCTests {
     @Test func conditionReadDoesNotWaitForTheHolder() {
         let lock = CLock(9)
         #expect(lock.lock() == 0)
-        let reader = background { #expect(lock.condition == 9) }
+        let reader = spawn { #expect(lock.condition == 9) }
         #expect(waits(for: reader))
         #expect(lock.unlock() == 0)
         #expect(lock.destroy() == 0)
@@ -155,7 +132,7 @@ struct ConditionLockCTests {
         #expect(lock.unlock(with: 2) == EPERM)
         #expect(lock.condition == 1)
         #expect(lock.lock() == 0)
-        let other = background {
+        let other = spawn {
             #expect(lock.unlock() == EPERM)
             #expect(lock.unlock(with: 8) == EPERM)
         }
@@ -196,7 +173,7 @@ struct ConditionLockCTests {
 
     @Test func destroyWhileWaitedOnIsEBUSY() {
         let lock = CLock(0)
-        let waiter = background { #expect(lock.lock(when: 1, until: bounded) == 0); #expect(lock.unlock() == 0) }
+        let waiter = spawn { #expect(lock.lock(when: 1, until: bounded) == 0); #expect(lock.unlock() == 0) }
         #expect(eventually { lock.waiters == 1 })
         #expect(!lock.isLocked)
         #expect(lock.destroy() == EBUSY, "free but waited on")
@@ -235,7 +212,7 @@ struct ConditionLockCTests {
         let result = Shared<Int32>(-1)
         let started = qk_now_ns()
         let elapsed = Shared<UInt64>(0)
-        let caller = background {
+        let caller = spawn {
             let status = call == .lockUntil ? lock.lock(until: deadline) : lock.lock(when: wanted, until: deadline)
             elapsed.value = qk_now_ns() - started
             result.value = status
@@ -296,7 +273,7 @@ struct ConditionLockCTests {
         let box = SendablePointer(counter)
         let threads = 8, iterations = 2_000
         let done = (0..<threads).map { index in
-            background {
+            spawn {
                 for i in 0..<iterations {
                     let status: Int32
                     switch (index + i) % 4 {
@@ -327,7 +304,7 @@ struct ConditionLockCTests {
         let lock = CLock(0)
         let log = Recorder()
         let workers = (1...2).map { step in
-            background {
+            spawn {
                 #expect(lock.lock(when: step, until: bounded) == 0)
                 log.record("\(step)")
                 #expect(lock.unlock(with: step + 1) == 0)
@@ -349,13 +326,13 @@ struct ConditionLockCTests {
     @Test func onlyTheWaiterForTheNewValueWakes() {
         let lock = CLock(0)
         let woke = Recorder()
-        let one = background {
+        let one = spawn {
             #expect(lock.lock(when: 1, until: bounded) == 0)
             woke.record("1")
             #expect(lock.unlock() == 0)
         }
         #expect(eventually { lock.waiters == 1 })
-        let two = background {
+        let two = spawn {
             #expect(lock.lock(when: 2, until: bounded) == 0)
             woke.record("2")
             #expect(lock.unlock(with: 3) == 0)
@@ -387,7 +364,7 @@ struct ConditionLockCTests {
         let order = Recorder()
         var done: [DispatchSemaphore] = []
         for index in 0..<6 {
-            done.append(background {
+            done.append(spawn {
                 #expect((plain ? lock.lock(until: bounded) : lock.lock(when: 7, until: bounded)) == 0)
                 order.record("\(index)")
                 #expect(lock.unlock(with: 7) == 0)
@@ -403,7 +380,7 @@ struct ConditionLockCTests {
     @Test func theReleaseHandsTheLockOverSoNewcomersCannotBarge() {
         let lock = CLock(0)
         #expect(lock.lock() == 0)
-        let waiter = background {
+        let waiter = spawn {
             #expect(lock.lock(when: 5, until: bounded) == 0)
             #expect(lock.unlock() == 0)
         }
@@ -411,7 +388,7 @@ struct ConditionLockCTests {
         let gate = DispatchSemaphore(value: 0)
         // The waiter may not even be running yet, but it already owns the lock.
         #expect(lock.unlock(with: 5) == 0)
-        let newcomer = background {
+        let newcomer = spawn {
             let status = lock.trylock(when: 5)
             if status == 0 { _ = lock.unlock() }
             #expect(status == EBUSY || lock.stats.acquisitions == 3, "a newcomer only gets a lock the waiter released")
@@ -432,7 +409,7 @@ struct ConditionLockCTests {
         for round in 0..<300 {
             #expect(lock.lock() == 0)
             let delay = UInt64(round % 30) * 2_000
-            let waiter = background {
+            let waiter = spawn {
                 let status = lock.lock(when: 1, until: qk_now_ns() + 30_000 + delay)
                 if status == 0 {
                     #expect(lock.condition == 1)
@@ -551,7 +528,7 @@ struct ConditionLockCTests {
         let slot = Shared(-1)
         let consumed = Shared([Int](repeating: 0, count: 4 * 500))
         let producers = (0..<4).map { p in
-            background {
+            spawn {
                 for i in 0..<500 {
                     #expect(lock.lock(when: empty, until: bounded) == 0)
                     slot.value = p * 500 + i
@@ -560,7 +537,7 @@ struct ConditionLockCTests {
             }
         }
         let consumers = (0..<4).map { _ in
-            background {
+            spawn {
                 for _ in 0..<500 {
                     #expect(lock.lock(when: full, until: bounded) == 0)
                     let item = slot.value
@@ -583,12 +560,12 @@ struct ConditionLockCTests {
         let idle = 0, aFinished = 1, bFinished = 2, cFinished = 3
         let lock = CLock(idle)
         let log = Recorder()
-        let c = background {
+        let c = spawn {
             #expect(lock.lock(when: bFinished, until: bounded) == 0)
             log.record("C")
             #expect(lock.unlock(with: cFinished) == 0)
         }
-        let b = background {
+        let b = spawn {
             #expect(lock.lock(when: aFinished, until: bounded) == 0)
             log.record("B")
             #expect(lock.unlock(with: bFinished) == 0)
@@ -618,7 +595,7 @@ struct ConditionLockCTests {
         var threads: [DispatchSemaphore] = []
         for (stage, modules) in stages.enumerated().reversed() {
             for module in modules {
-                threads.append(background {
+                threads.append(spawn {
                     #expect(lock.lock(when: stage, until: bounded) == 0)
                     #expect(lock.unlock() == 0)
                     started.update { $0[module] = clock.update { $0 += 1; return $0 } }
@@ -652,7 +629,7 @@ private final class Holder: @unchecked Sendable {
     init(lock: CLock) { self.lock = lock }
 
     func acquire() {
-        done = background { [self] in
+        done = spawn { [self] in
             #expect(lock.lock(until: bounded) == 0)
             acquired.signal()
             _ = waits(for: go)
@@ -688,7 +665,7 @@ struct ConditionLockSwiftTests {
     @Test func enumConditionsAndTheClosureForm() throws {
         let lock = ConditionLock(condition: Stage.idle, name: "stages")
         #expect(lock.name == "stages")
-        let worker = background {
+        let worker = spawn {
             #expect(throws: Never.self) {
                 try lock.withLock(whenCondition: .loaded(2), before: MonotonicClock.deadline(after: .seconds(10))) {
                     .done
@@ -749,7 +726,7 @@ struct ConditionLockSwiftTests {
         #expect(lock.stats.acquisitions == 2)
     }
 
-    /// The Swift snippet of docs/condition-lock.md, kept compiling and running here.
+    /// The Swift snippet of the README's "Condition lock" section, kept compiling and running here.
     @Test func theDocumentationSnippetWorks() throws {
         let startup = ConditionLock(condition: Boot.idle, name: "startup")
         let network = Shared(false)

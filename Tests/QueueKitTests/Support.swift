@@ -51,14 +51,7 @@ func callCAsync(_ body: @escaping @Sendable () -> Void, _ call: (UnsafeMutableRa
 /// did not finish in time (the thread is left behind, blocked: the test has failed anyway).
 @discardableResult
 func finishes(within timeout: TimeInterval = testTimeout, _ body: @escaping @Sendable () -> Void) -> Bool {
-    let done = DispatchSemaphore(value: 0)
-    let thread = Thread {
-        body()
-        done.signal()
-    }
-    thread.stackSize = 1 << 20
-    thread.start()
-    return done.wait(timeout: .now() + timeout) == .success
+    waits(for: spawn(body), within: timeout)
 }
 
 /// Waits for `semaphore` at most `timeout` seconds.

@@ -98,12 +98,4 @@ size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 /* Prints one line to stderr and aborts: the *_precondition failure path. */
 __attribute__((noreturn)) void qkshim_fatal(const char *message);
 
-/* Tell ThreadSanitizer that a lock at `address` was acquired / is about to be released, in
- * builds where the shim is compiled with -fsanitize=thread (swift test --sanitize=thread);
- * empty otherwise. Swift's Mutex on Linux hands a contended lock over in the kernel
- * (FUTEX_LOCK_PI / FUTEX_UNLOCK_PI), so the uninstrumented Synchronization library shows
- * ThreadSanitizer no release/acquire pair, and it reports the sections as racing. */
-void qkshim_tsan_acquire(const void *address);
-void qkshim_tsan_release(const void *address);
-
 #endif
