@@ -131,8 +131,9 @@ QK_EXPORT qk_queue_t *qk_queue_create(const char *label, qk_queue_kind_t kind);
 QK_EXPORT qk_queue_t *qk_queue_create_with_target(const char *label, qk_queue_kind_t kind,
                                                   qk_queue_t *target);
 
-/** The main queue (serial). Never freed. Its blocks run on the main thread while that thread
- *  is in qk_main(). On the main thread outside any block the main queue is current. */
+/** The main queue (serial). Never freed. Its blocks run one at a time once qk_main() has been
+ *  called (on Linux, dispatch then drains it on a worker thread, not on the main thread itself).
+ *  On the main thread outside any block, before qk_main(), the main queue is current. */
 QK_EXPORT qk_queue_t *qk_queue_main(void);
 
 /** The global concurrent queue of a QoS class. Never freed; its label is non-empty
@@ -160,8 +161,9 @@ QK_EXPORT int qk_queue_async(qk_queue_t *queue, void *context, qk_function_t wor
  *  further out, through sync hops), returns EDEADLK without running `work`: when the thread
  *  holds `queue` exclusively (a block of a serial queue, a barrier block of a concurrent one, the
  *  main queue on the main thread); when it holds exclusively a queue that `queue` targets; and
- *  when it runs a non-barrier block of a concurrent queue that `queue` targets (dispatch would
- *  queue `work` there behind any pending barrier, which waits for the thread itself).
+ *  when it runs a non-barrier block of a concurrent queue that `queue` targets, other than a
+ *  global queue (dispatch would queue `work` there behind any pending barrier, which waits for
+ *  the thread itself; global queues have no barriers).
  *  On a concurrent queue whose non-barrier block the thread already runs (directly or through a
  *  queue that targets it), `work` runs inline at once: it can never wait behind a pending barrier.
  *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. */
@@ -225,8 +227,9 @@ QK_EXPORT void *qk_queue_get_specific(const qk_queue_t *queue, const void *key);
  *  NULL when none, outside any queue (except on the main thread: the main queue), or for NULL. */
 QK_EXPORT void *qk_get_specific(const void *key);
 
-/** Runs the main queue on the calling (main) thread; never returns. Afterwards the main thread
- *  no longer counts as being on the main queue outside its blocks. */
+/** Hands the process over to dispatch to run the main queue (dispatch_main); never returns. Call
+ *  it on the main thread. Afterwards the main thread no longer counts as being on the main queue
+ *  outside its blocks; main-queue blocks run one at a time (on Linux, on a worker thread). */
 QK_EXPORT QK_NORETURN void qk_main(void);
 
 /* ========================================================================================== */
@@ -237,7 +240,8 @@ QK_EXPORT QK_NORETURN void qk_main(void);
  *  order, and nested calls in any order never deadlock. */
 typedef struct qk_dbqueue qk_dbqueue_t;
 
-/** Creates a DB queue; `label` may be NULL. NULL with errno ENOMEM on failure. */
+/** Creates a DB queue; `label` may be NULL (it is copied). NULL with errno ENOMEM when the label
+ *  cannot be copied. */
 QK_EXPORT qk_dbqueue_t *qk_dbqueue_create(const char *label);
 
 /** Waits for blocks running on other threads, runs every write already submitted (nothing is
@@ -286,14 +290,17 @@ QK_EXPORT qk_queue_t *qk_dbqueue_queue(qk_dbqueue_t *db);
  *  needs c -- makes it the owner and wakes only that thread. Waiters for other values are not
  *  woken (no thundering herd); waiters for the same value are served in arrival order, and a
  *  newcomer only ever gets a lock that no queued waiter could take (nobody starves). The first
- *  waiter spins for a few microseconds before it sleeps; the others sleep at once.
+ *  waiter polls for about 2 microseconds, then every waiter yields its CPU between polls for up
+ *  to about 12 microseconds before it sleeps in the kernel.
  *
  *  Ownership is checked: unlock* by a thread that does not hold the lock is EPERM and changes
  *  nothing; lock* by the holder is EDEADLK; trylock* by the holder is EBUSY. The lock is not
- *  recursive. All functions are thread-safe. A destroyed handle must not be used again. */
+ *  recursive. All functions are thread-safe. A destroyed handle must not be used again.
+ *  Every function that takes a lock returns EINVAL for a NULL or wrong-type handle. */
 typedef struct qk_condlock qk_condlock_t;
 
-/** Creates an unlocked lock whose condition is `condition`. NULL with errno ENOMEM on failure. */
+/** Creates an unlocked lock whose condition is `condition`. (It cannot fail short of the process
+ *  running out of memory, which Swift's allocator treats as fatal.) */
 QK_EXPORT qk_condlock_t *qk_condlock_create(intptr_t condition);
 
 /** Frees the lock. EBUSY (nothing done) while it is held or waited on; EINVAL for NULL/wrong
@@ -369,7 +376,7 @@ typedef struct {
 
 /** Copies the counters into `stats`, writing only the fields that fit in `stats->size` bytes (so
  *  a caller built against a shorter, older struct keeps working). Each counter is read
- *  atomically, the set of them is a snapshot. EINVAL for NULL arguments or a size too small to
+ *  atomically, but together they are not one snapshot. EINVAL for NULL arguments or a size too small to
  *  hold `acquisitions`. */
 QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats_t *stats);
 

@@ -260,6 +260,24 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         try unlock(withCondition: next)
     }
 
+    /// As ``withLock(whenCondition:before:_:)``, with a `ContinuousClock` deadline.
+    public func withLock(
+        whenCondition condition: Condition,
+        before deadline: ContinuousClock.Instant,
+        _ body: () throws -> Condition
+    ) throws {
+        try withLock(whenCondition: condition, before: MonotonicClock.deadline(deadline), body)
+    }
+
+    /// As ``withLock(whenCondition:before:_:)``, with a `DispatchTime` deadline.
+    public func withLock(
+        whenCondition condition: Condition,
+        before deadline: DispatchTime,
+        _ body: () throws -> Condition
+    ) throws {
+        try withLock(whenCondition: condition, before: MonotonicClock.deadline(deadline), body)
+    }
+
     /// Runs `body` holding the lock whatever the condition, which it keeps, and returns its result.
     ///
     /// - Throws: what `body` throws (the lock is released first), or

@@ -17,8 +17,9 @@ public enum MonotonicClock {
         if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return now() }
         let (ns, overflow) = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return forever }
-        let (sum, overflow2) = now().addingReportingOverflow(ns &+ UInt64(attoseconds / 1_000_000_000))
-        return overflow2 || sum == forever ? forever : sum
+        let (total, overflow2) = ns.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        let (sum, overflow3) = now().addingReportingOverflow(total)
+        return overflow2 || overflow3 || sum == forever ? forever : sum
     }
 
     /// The deadline of a `ContinuousClock` instant, mapped onto the monotonic clock.

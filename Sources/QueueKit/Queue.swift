@@ -310,8 +310,10 @@ struct UncheckedSendable<Value>: @unchecked Sendable {
 }
 
 extension Queue {
-    /// Hands the calling (main) thread to dispatch to run the main queue; never returns. From then
-    /// on the main thread no longer counts as being on the main queue outside its blocks.
+    /// Hands the process to dispatch to run the main queue (`dispatchMain`); never returns. Call it
+    /// on the main thread. From then on the main thread no longer counts as being on the main
+    /// queue outside its blocks; the main queue's blocks run one at a time (on Linux, dispatch
+    /// drains it on a worker thread).
     public static func runMain() -> Never {
         ExecutionContext.releaseMainThread()
         dispatchMain()

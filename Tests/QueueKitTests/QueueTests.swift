@@ -503,6 +503,10 @@ struct QueueTests {
                 var untouched: [CChar] = [0x58, 0]
                 _ = qk_queue_copy_current_label(&untouched, 0)
                 facts.flag("size 0 writes nothing", untouched[0] == 0x58)
+                // SIZE_MAX is a size_t, not -1: the label is copied and terminated.
+                var large = [CChar](repeating: 0x58, count: 16)
+                let length = qk_queue_copy_current_label(&large, Int(bitPattern: UInt.max))
+                facts["size SIZE_MAX"] = "\(length) '\(cString(large))'"
             }
         })
         #expect(facts.all == [
@@ -510,6 +514,7 @@ struct QueueTests {
             "size 1": "6 '' guard true", "size 2": "6 'a' guard true", "size 4": "6 'abc' guard true",
             "size 6": "6 'abcde' guard true", "size 7": "6 'abcdef' guard true",
             "size 100": "6 'abcdef' guard true", "size 0 writes nothing": "true",
+            "size SIZE_MAX": "6 'abcdef'",
         ])
     }
 

@@ -22,7 +22,7 @@ enum Handle {
 
     @inline(__always)
     static func isTagged<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) -> Bool {
-        UnsafeRawPointer(handle).load(as: UnsafeRawPointer.self) == unsafeBitCast(type, to: UnsafeRawPointer.self)
+        UnsafeRawPointer(handle).loadUnaligned(as: UInt.self) == UInt(bitPattern: unsafeBitCast(type, to: UnsafeRawPointer.self))
     }
 
     /// A handle that owns one reference to `object` (a constructor's result).

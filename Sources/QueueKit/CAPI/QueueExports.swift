@@ -114,8 +114,9 @@ public func qk_queue_is_current(_ queue: OpaquePointer?) -> Bool {
 @_cdecl("qk_queue_copy_current_label") @implementation @_spi(CAPI)
 public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
     let label = ExecutionContext.innermost.map { UnsafePointer($0.pointee.queue.cLabel) } ?? emptyCString
-    // A NULL buffer only measures, whatever `size` says: misuse must not crash.
-    guard let buffer, size > 0 else { return strlen(label) }
+    // A NULL buffer only measures, whatever `size` says: misuse must not crash. `size` is a
+    // size_t: read it unsigned (SIZE_MAX arrives as -1).
+    guard let buffer, UInt(bitPattern: size) != 0 else { return strlen(label) }
     return qkshim_strlcpy(buffer, label, size)
 }
 
