@@ -16,12 +16,15 @@ let dispatchIncludeDirectory: String = {
     return "/opt/swift/usr/lib/swift"
 }()
 
+/// The package's own directory, for the linker's version script.
+let packageDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+
 let package = Package(
     name: "QueueKit",
     products: [
-        // The C library: libqueuekit.so, whose exports are the qk_* functions of include/queuekit.h.
+        // The C library: libqueuekit.so, exporting exactly the qk_* functions of include/queuekit.h.
         // (The installable, SONAME'd, static-stdlib build of it is made by CMake.)
-        .library(name: "queuekit", type: .dynamic, targets: ["QueueKit"]),
+        .library(name: "queuekit", type: .dynamic, targets: ["QueueKitCLibrary"]),
         // The Swift library, for Swift programs that `import QueueKit`.
         .library(name: "QueueKit", targets: ["QueueKit"]),
     ],
@@ -35,6 +38,13 @@ let package = Package(
             name: "QueueKit",
             dependencies: ["CQueueKit", "QueueKitShim"],
             path: "Sources/QueueKit"
+        ),
+        // Only the link of the `queuekit` dynamic product: its version script keeps the exports to qk_*.
+        .target(
+            name: "QueueKitCLibrary",
+            dependencies: ["QueueKit"],
+            path: "Sources/QueueKitCLibrary",
+            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])]
         ),
         // The benchmark (README, Performance): C kernels calling QueueKit through <queuekit.h> next to
         // the pthread and libdispatch anchors, and the Swift driver that repeats, compares and reports.
