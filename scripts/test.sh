@@ -38,6 +38,7 @@ ensure_packages
 
 stage swift-build      swift build
 stage swift-test       swift test
+stage swiftpm-exports  "$ROOT/Tests/BuildChecks/check-exports.sh" "$ROOT/.build/debug/libqueuekit.so" "$ROOT/include/queuekit.h"
 stage cmake-build      cmake_build
 stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
