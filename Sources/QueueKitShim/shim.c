@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include "queuekit_shim.h"
+/* The public header, for its status list (relative: the shim has no other use for it). */
+#include "../../include/queuekit.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -75,3 +77,32 @@ void qkshim_fatal(const char *message) {
     abort();
 }
 
+
+#define QKSHIM_DESCRIPTION_CASE(code, description) case code: return description;
+#define QKSHIM_NAME_CASE(code, description) case code: return #code;
+#define QKSHIM_CODE_ITEM(code, description) code,
+
+const char *qkshim_status_description(int status) {
+    switch (status) {
+    case 0: return "success";
+    QK_STATUS_MAP(QKSHIM_DESCRIPTION_CASE)
+    default: return "unknown QueueKit status";
+    }
+}
+
+const char *qkshim_status_name(int status) {
+    switch (status) {
+    QK_STATUS_MAP(QKSHIM_NAME_CASE)
+    default: return "";
+    }
+}
+
+static const int qkshim_statuses[] = { QK_STATUS_MAP(QKSHIM_CODE_ITEM) };
+
+int qkshim_status_count(void) {
+    return (int)(sizeof qkshim_statuses / sizeof qkshim_statuses[0]);
+}
+
+int qkshim_status_at(int index) {
+    return index >= 0 && index < qkshim_status_count() ? qkshim_statuses[index] : 0;
+}

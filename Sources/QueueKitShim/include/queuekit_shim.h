@@ -95,6 +95,17 @@ static inline void qkshim_cpu_relax(void) {
  * that a plain reference would bind to. */
 size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
+/* The texts of include/queuekit.h's status list (QK_STATUS_MAP), compiled here because Swift
+ * cannot expand a function-like macro: "success" / the description / "unknown QueueKit status",
+ * and the errno's name ("EDEADLK", "" when not listed). Static strings. */
+const char *qkshim_status_description(int status);
+const char *qkshim_status_name(int status);
+
+/* The listed statuses in order, for checks that walk the list: the number of them, and the
+ * `index`th (0 when out of range). */
+int qkshim_status_count(void);
+int qkshim_status_at(int index);
+
 /* Prints one line to stderr and aborts: the *_precondition failure path. */
 __attribute__((noreturn)) void qkshim_fatal(const char *message);
 
