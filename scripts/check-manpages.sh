@@ -13,7 +13,10 @@ source "$(dirname "$0")/common.sh"
 
 prefix=$1
 mandir=$prefix/share/man
-library=$(ls "$prefix"/lib*/libqueuekit.so "$prefix"/lib/*/libqueuekit.so 2>/dev/null | head -1)
+library=
+for candidate in "$prefix"/lib/libqueuekit.so "$prefix"/lib/*/libqueuekit.so; do
+    [ -e "$candidate" ] && { library=$candidate; break; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=0

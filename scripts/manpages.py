@@ -137,8 +137,9 @@ def status_map(items):
 # ------------------------------------------------------------------------------------------
 
 def escape(text):
-    """Text safe inside a roff line (not at its start)."""
-    return text.replace("\\", "\\e")
+    """Text safe inside a roff line (not at its start); non-ASCII as groff's \\[uXXXX]."""
+    text = text.replace("\\", "\\e")
+    return "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in text)
 
 
 def line_start(line):
@@ -261,7 +262,7 @@ def function_page(item, items, statuses, version):
 def overview_page(intro, items, statuses, version):
     out = title("QUEUEKIT", 7, version)
     heading = intro[0] if intro else "queuekit.h"
-    summary = re.sub(r"^queuekit\.h\s*\S*\s*", "", heading).rstrip(".") or "the C interface of QueueKit"
+    summary = re.sub(r"^[\w.]+\.h\s+\S+\s+", "", heading).rstrip(".") or "the C interface of QueueKit"
     out += [".SH NAME", f"queuekit \\- {escape(summary)}"]
     out += [".SH SYNOPSIS", ".nf", ".B #include <queuekit.h>", ".PP",
             "cc program.c $(pkg\\-config \\-\\-cflags \\-\\-libs queuekit)", ".fi"]
