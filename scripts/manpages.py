@@ -216,11 +216,17 @@ def code_block(decl):
 
 
 def first_sentence(lines):
-    text = " ".join(l.strip() for l in lines if l.strip())
+    """The first sentence of a doc comment's first paragraph, for NAME lines and lists."""
+    paragraph = []
+    for line in lines:
+        if not line.strip():
+            break
+        paragraph.append(line.strip())
+    text = " ".join(paragraph)
     text = text.replace("`", "")
     match = re.match(r"(.+?\.)(\s|$)", text)
     sentence = match.group(1) if match else text
-    return sentence[:-1] if sentence.endswith(".") else sentence
+    return sentence.rstrip(".:")
 
 
 def title(name, section, version):
