@@ -205,6 +205,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     @inline(__always)
     public func unlock() throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        ThreadSanitizer.unlocking(self)
         owner.store(0, ordering: .relaxed)
         if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
             return
@@ -219,6 +220,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     ///   hold the lock.
     public func unlock(withCondition condition: Condition) throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        ThreadSanitizer.unlocking(self)
         owner.store(0, ordering: .relaxed)
         release(setting: condition)
     }
@@ -384,6 +386,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     /// and a store suffice).
     @inline(__always)
     private func didAcquire(by thread: UInt64, waited: Bool) {
+        ThreadSanitizer.locked(self, couldFail: true)
         owner.store(thread, ordering: .relaxed)
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {

@@ -92,6 +92,7 @@ public final class DBQueue: @unchecked Sendable {
             }
             if mustWait { _ = parker.park() }
         }
+        ThreadSanitizer.acquire(self)
     }
 
     /// Waits for blocks running on other threads and runs every write already submitted, leaving
@@ -102,6 +103,7 @@ public final class DBQueue: @unchecked Sendable {
         if ExecutionContext.hold(of: queue) != .none { throw .busy }
         acquireWrite()
         releaseWrite()
+        ThreadSanitizer.acquire(self)
     }
 
     // MARK: Core (the C API calls these)
@@ -113,6 +115,8 @@ public final class DBQueue: @unchecked Sendable {
         if caller == nil || ExecutionContext.hold(of: queue, from: caller) == .none {
             acquireRead()
             defer { releaseRead() }
+            ThreadSanitizer.locked(self, shared: true)
+            defer { ThreadSanitizer.unlocking(self, shared: true) }
             return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
         }
         return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
@@ -131,6 +135,8 @@ public final class DBQueue: @unchecked Sendable {
         case .none:
             acquireWrite()
             defer { releaseWrite() }
+            ThreadSanitizer.locked(self)
+            defer { ThreadSanitizer.unlocking(self) }
             ExecutionContext.run(on: queue, exclusive: true, outer: caller, body)
         }
         return .success(())
@@ -138,13 +144,16 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Queues a write; returns at once.
     func writeAsync(_ work: CWork) {
-        let wake = lane.withLock { lane in
-            lane.issued += 1
-            lane.pending.append(.async(work))
-            closeGate(&lane)
-            return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+        ThreadSanitizer.submitting {
+            let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
+            let wake = lane.withLock { lane in
+                lane.issued += 1
+                lane.pending.append(.async(work))
+                closeGate(&lane)
+                return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+            }
+            wake.perform(on: self)
         }
-        wake.perform(on: self)
     }
 
     // MARK: Readers

@@ -178,8 +178,13 @@ public final class Queue: @unchecked Sendable {
         guard let dispatchQueue else { throw .invalidArgument }
         let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
-        dispatchQueue.async(flags: barrier ? .barrier : []) {
-            ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
+        ThreadSanitizer.submitting {
+            let work = ThreadSanitizer.handOff(work)
+            dispatchQueue.async(flags: barrier ? .barrier : []) {
+                ThreadSanitizer.holding(self, exclusive: exclusive) {
+                    ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
+                }
+            }
         }
     }
 
@@ -223,7 +228,9 @@ public final class Queue: @unchecked Sendable {
         withoutActuallyEscaping(work) { work in
             let box = UncheckedSendable(work)
             dispatchQueue.sync(flags: barrier ? .barrier : []) {
-                ExecutionContext.run(on: self, exclusive: exclusive, outer: caller, box.value)
+                ThreadSanitizer.holding(self, exclusive: exclusive) {
+                    ExecutionContext.run(on: self, exclusive: exclusive, outer: caller, box.value)
+                }
             }
         }
         return .success(())

@@ -108,6 +108,61 @@ static inline void qkshim_cpu_relax(void) {
  * that a plain reference would bind to. */
 size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
+/* ThreadSanitizer's annotation interface (the sanitizer runtime's tsan_interface.h), declared
+ * weak: in a program built with -fsanitize=thread the runtime defines these and the helpers below
+ * tell it about QueueKit's hand-offs, which it cannot see in this uninstrumented library;
+ * elsewhere they are NULL and each helper is one predictable branch. */
+extern void __tsan_mutex_pre_lock(void *addr, unsigned flags) __attribute__((weak));
+extern void __tsan_mutex_post_lock(void *addr, unsigned flags, int recursion) __attribute__((weak));
+extern int __tsan_mutex_pre_unlock(void *addr, unsigned flags) __attribute__((weak));
+extern void __tsan_mutex_post_unlock(void *addr, unsigned flags) __attribute__((weak));
+extern void __tsan_acquire(void *addr) __attribute__((weak));
+extern void __tsan_release(void *addr) __attribute__((weak));
+extern void AnnotateIgnoreWritesBegin(const char *file, int line) __attribute__((weak));
+extern void AnnotateIgnoreWritesEnd(const char *file, int line) __attribute__((weak));
+
+#define QKSHIM_TSAN_READ_LOCK (1u << 3) /* __tsan_mutex_read_lock: shared access */
+#define QKSHIM_TSAN_TRY_LOCK (1u << 4)  /* __tsan_mutex_try_lock: could not have blocked */
+
+static inline bool qkshim_tsan_present(void) { return __tsan_acquire != 0; }
+
+/* The calling thread now holds `object` (as a mutex; shared with QKSHIM_TSAN_READ_LOCK). Called
+ * after the real acquisition, outside every internal lock, so those never nest in it. */
+static inline void qkshim_tsan_locked(const void *object, unsigned flags) {
+    if (__tsan_mutex_pre_lock && __tsan_mutex_post_lock) {
+        __tsan_mutex_pre_lock((void *)object, flags);
+        __tsan_mutex_post_lock((void *)object, flags, 0);
+    }
+}
+
+/* The calling thread is about to give up `object` (flags as when it locked it). Called before the
+ * real release, so whoever gets `object` next is ordered after everything the thread did. */
+static inline void qkshim_tsan_unlocking(const void *object, unsigned flags) {
+    if (__tsan_mutex_pre_unlock && __tsan_mutex_post_unlock) {
+        __tsan_mutex_pre_unlock((void *)object, flags);
+        __tsan_mutex_post_unlock((void *)object, flags);
+    }
+}
+
+/* A one-way hand-off through `token`: what the releasing thread did happens before what the
+ * acquiring thread does after. */
+static inline void qkshim_tsan_release(const void *token) {
+    if (__tsan_release) __tsan_release((void *)token);
+}
+static inline void qkshim_tsan_acquire(const void *token) {
+    if (__tsan_acquire) __tsan_acquire((void *)token);
+}
+
+/* Between these, the calling thread's memory writes are not recorded: the allocations a
+ * submission makes (dispatch's block copy, a closure's context) are freed by the thread that runs
+ * it, after a hand-off inside dispatch that the sanitizer cannot see. No user code runs between. */
+static inline void qkshim_tsan_ignore_writes_begin(void) {
+    if (AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd) AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+}
+static inline void qkshim_tsan_ignore_writes_end(void) {
+    if (AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd) AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+}
+
 /* The texts of include/queuekit.h's status list (QK_STATUS_MAP), compiled here because Swift
  * cannot expand a function-like macro: "success" / the description / "unknown QueueKit status",
  * and the errno's name ("EDEADLK", "" when not listed). Static strings. */

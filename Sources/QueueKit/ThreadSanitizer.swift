@@ -1,0 +1,116 @@
+import QueueKitShim
+
+/// Tells ThreadSanitizer about the synchronisation QueueKit gives its users.
+///
+/// A C or Swift program built with `-fsanitize=thread` instruments its own code, not this
+/// library: the futexes, atomics and dispatch internals that order one block after another are
+/// invisible to it, so data guarded by QueueKit alone would be reported as racing. At every
+/// hand-off QueueKit tells the sanitizer what it guarantees, through its public annotation
+/// interface (weak symbols: without the sanitizer each call is one predictable branch):
+///
+/// - a DB queue, a condition lock and each queue are mutexes to the sanitizer: a write, a barrier
+///   or serial block, a condition-lock section hold it exclusively; a read and a non-barrier
+///   block of a concurrent queue hold it shared, so races between readers stay visible;
+/// - submitting work (`async`, `write_async`) releases a token its block acquires before it runs,
+///   and the allocations dispatch makes for it, freed by the thread that runs it, go unrecorded;
+/// - `flush` acquires everything the writes before it released.
+///
+/// The annotations are made after the real acquisition and before the real release, outside
+/// QueueKit's internal locks, so those never appear nested in them (no lock-order reports about
+/// QueueKit's own locks). Queues with no barriers (the global ones) order nothing and are not
+/// annotated. Thread-safe: every member only informs the sanitizer of the calling thread.
+enum ThreadSanitizer {
+    /// The calling thread now holds `object`, shared or not; `couldFail` for try and timed
+    /// acquisitions (they cannot take part in a deadlock).
+    @inline(__always)
+    static func locked(_ object: AnyObject, shared: Bool = false, couldFail: Bool = false) {
+        qkshim_tsan_locked(address(object), flags(shared: shared, couldFail: couldFail))
+    }
+
+    /// The calling thread is about to release `object`, held as `locked` said.
+    @inline(__always)
+    static func unlocking(_ object: AnyObject, shared: Bool = false) {
+        qkshim_tsan_unlocking(address(object), flags(shared: shared, couldFail: false))
+    }
+
+    /// Everything released through `object`'s exclusive holders happens before what follows
+    /// (`flush`: the writes it waited for).
+    @inline(__always)
+    static func acquire(_ object: AnyObject) {
+        qkshim_tsan_acquire(address(object))
+    }
+
+    /// Runs `body` holding `queue` and the queues it targets as their blocks hold them:
+    /// exclusively a serial queue and a barrier, shared a concurrent queue's other blocks.
+    @inline(__always)
+    static func holding<R>(_ queue: Queue, exclusive: Bool, _ body: () -> R) -> R {
+        guard qkshim_tsan_present() else { return body() }
+        lockChain(queue, exclusive: exclusive)
+        defer { unlockChain(queue, exclusive: exclusive) }
+        return body()
+    }
+
+    /// Runs `submit`, a submission that allocates what another thread frees (dispatch's block
+    /// copy, closure contexts), without recording its memory writes: the hand-off of those
+    /// allocations happens inside dispatch, where the sanitizer cannot see it. `submit` must run
+    /// no user code.
+    @inline(__always)
+    static func submitting<R>(_ submit: () -> R) -> R {
+        qkshim_tsan_ignore_writes_begin()
+        defer { qkshim_tsan_ignore_writes_end() }
+        return submit()
+    }
+
+    /// `work` as submitted: when the sanitizer is present, wrapped to acquire what the submitting
+    /// thread released at submission; unchanged otherwise.
+    @inline(__always)
+    static func handOff(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
+        guard qkshim_tsan_present() else { return work }
+        let token = Token()
+        qkshim_tsan_release(address(token))
+        return {
+            qkshim_tsan_acquire(address(token))
+            work()
+        }
+    }
+
+    /// A DB queue's asynchronous write as submitted: when the sanitizer is present, wrapped to
+    /// acquire the submission and hold `db` exclusively wherever the queue runs it.
+    @inline(__always)
+    static func handOff(_ work: CWork, exclusiveTo db: AnyObject & Sendable) -> CWork {
+        guard qkshim_tsan_present() else { return work }
+        let wrapped = handOff { work() }
+        return CWork(retaining: {
+            locked(db)
+            wrapped()
+            unlocking(db)
+        })
+    }
+
+    // MARK: Internals
+
+    /// A distinct address per submission.
+    private final class Token: Sendable {}
+
+    @inline(__always)
+    private static func address(_ object: AnyObject) -> UnsafeRawPointer {
+        UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    @inline(__always)
+    private static func flags(shared: Bool, couldFail: Bool) -> UInt32 {
+        (shared ? UInt32(QKSHIM_TSAN_READ_LOCK) : 0) | (couldFail ? UInt32(QKSHIM_TSAN_TRY_LOCK) : 0)
+    }
+
+    /// The queues a block of `queue` holds, outermost target first (one order everywhere), each
+    /// exclusive or shared; queues without barriers hold nothing.
+    private static func lockChain(_ queue: Queue, exclusive: Bool) {
+        if let target = queue.target { lockChain(target, exclusive: target.isSerial) }
+        if queue.honoursBarriers { locked(queue, shared: !exclusive) }
+    }
+
+    private static func unlockChain(_ queue: Queue, exclusive: Bool) {
+        if queue.honoursBarriers { unlocking(queue, shared: !exclusive) }
+        if let target = queue.target { unlockChain(target, exclusive: target.isSerial) }
+    }
+}
