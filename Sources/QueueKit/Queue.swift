@@ -52,6 +52,7 @@ public final class Queue: @unchecked Sendable {
     /// `target` without reference counting, for the walks on hot paths (`target` keeps it alive).
     let parent: Unmanaged<Queue>?
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
+    /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
     let dispatchQueue: DispatchQueue?
     /// Main and global queues live forever: retain and release are no-ops on them.
     let isImmortal: Bool
@@ -91,7 +92,6 @@ public final class Queue: @unchecked Sendable {
         self.parent = target.map { Unmanaged.passUnretained($0) }
         self.dispatchQueue = dispatchQueue
         self.isImmortal = immortal
-        if let dispatchQueue { DispatchQueue.registerDetection(of: dispatchQueue) }
     }
 
     /// A queue that stands for something else in identity checks (a DB queue): blocks can be
