@@ -317,9 +317,10 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         return stats
     }
 
-    /// How many threads are waiting for the lock right now (a snapshot, for diagnostics and
-    /// tests). Thread-safe.
-    public var waiterCount: Int {
+    #if QUEUEKIT_TESTING
+    /// Test seam (debug builds only): how many threads are queued for the lock right now (a
+    /// snapshot), so tests can force interleavings without sleeping. Thread-safe.
+    var waiterCount: Int {
         acquireGuard()
         var count = 0
         var node = head
@@ -330,6 +331,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         releaseGuard(.keep)
         return count
     }
+    #endif
 
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
     public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }

@@ -41,12 +41,14 @@ public final class DBQueue: @unchecked Sendable {
     /// Where asynchronous writes run, one at a time.
     private let writer: DispatchQueue
 
-    /// Testing only: called by the reader that left last while a write is due, after its
-    /// decrement and before it starts the write. Set it before the queue is shared.
+    #if QUEUEKIT_TESTING
+    /// Test seam (debug builds only): called by the reader that left last while a write is due,
+    /// after its decrement and before it starts the write. Set it before the queue is shared.
     var testHookBeforeLastReaderStarts: (() -> Void)?
 
-    /// Testing only: writes queued and not yet started.
+    /// Test seam (debug builds only): writes queued and not yet started.
     var pendingWriteCount: Int { lane.withLock { $0.pending.count } }
+    #endif
 
     /// Creates a DB queue.
     public init(label: String? = nil) throws(QueueKitError) {
@@ -191,7 +193,9 @@ public final class DBQueue: @unchecked Sendable {
     /// write meanwhile (`Lane.lastReaderStartsNext`), or a `destroy` could free the queue under it.
     @inline(never)
     private func lastReaderLeft() {
+        #if QUEUEKIT_TESTING
         testHookBeforeLastReaderStarts?()
+        #endif
         let wake = lane.withLock { lane in
             lane.lastReaderStartsNext = false
             return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
