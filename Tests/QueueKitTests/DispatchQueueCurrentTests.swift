@@ -185,6 +185,28 @@ struct QueueSwiftAPITests {
         ])
     }
 
+    @Test func queueKitErrorsMatchInCatchPatterns() throws {
+        let queue = try Queue(label: "qk.test.swift.pattern")
+        let facts = Facts()
+        #expect(bounded {
+            _ = try? queue.sync {
+                do {
+                    try queue.sync {}
+                } catch QueueKitError.busy {
+                    facts["caught"] = "busy"
+                } catch QueueKitError.wouldDeadlock {
+                    facts["caught"] = "wouldDeadlock"
+                } catch {
+                    facts["caught"] = "other"
+                }
+            }
+        })
+        #expect(facts.all == ["caught": "wouldDeadlock"])
+        struct Other: Error {}
+        #expect(!(QueueKitError.wouldDeadlock ~= Other()))
+        #expect(QueueKitError.timedOut ~= QueueKitError.timedOut as any Error)
+    }
+
     @Test func errorsThrownByTheWorkAreRethrown() throws {
         struct Boom: Error {}
         let queue = try Queue(label: "qk.test.swift.rethrow")
