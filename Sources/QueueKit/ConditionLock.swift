@@ -104,8 +104,9 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     private let futileCount = Atomic<UInt64>(0)
     private let timeoutCount = Atomic<UInt64>(0)
 
-    /// The name as a `strdup`ed C string (its address, 0 when unnamed).
-    private let nameAddress = Lock<UInt>(0)
+    /// The name (`nil` when unnamed), kept as a C string so that `qk_condlock_name` can lend it
+    /// out until the next change.
+    let nameStorage = Lock<CString?>(nil)
 
     /// Creates an unlocked lock whose condition is `condition`.
     ///
@@ -113,10 +114,6 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     public init(condition: Condition, name: String? = nil) {
         self.value = condition
         if let name { self.name = name }
-    }
-
-    deinit {
-        free(UnsafeMutableRawPointer(bitPattern: nameAddress.withLock { $0 }))
     }
 
     // MARK: Acquiring
@@ -299,10 +296,13 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         return current
     }
 
-    /// The lock's name, "" when unnamed. Thread-safe.
+    /// The lock's name, "" when unnamed (out of memory, setting it changes nothing). Thread-safe.
     public var name: String {
-        get { nameAddress.withLock { String(cString: UnsafePointer<CChar>(bitPattern: $0) ?? Self.emptyName) } }
-        set { newValue.withCString { _ = setName($0) } }
+        get { nameStorage.withLock { $0?.string } ?? "" }
+        set {
+            guard let copy = CString(newValue) else { return }  // out of memory: unchanged
+            nameStorage.withLock { $0 = copy }
+        }
     }
 
     /// Counters since creation. Thread-safe.
@@ -336,33 +336,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
     public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }
 
-    // MARK: For the C layer
-
-    private static var emptyName: UnsafePointer<CChar> {
-        UnsafeRawPointer(("" as StaticString).utf8Start).assumingMemoryBound(to: CChar.self)
-    }
-
-    /// The name as a C string, valid until the next `setName` or the lock's end.
-    var cName: UnsafePointer<CChar> {
-        nameAddress.withLock { UnsafePointer<CChar>(bitPattern: $0) } ?? Self.emptyName
-    }
-
-    /// Replaces the name with a copy of `name` (`nil`: unnamed). False when out of memory.
-    func setName(_ name: UnsafePointer<CChar>?) -> Bool {
-        var copy: UnsafeMutablePointer<CChar>?
-        if let name {
-            copy = strdup(name)
-            if copy == nil { return false }
-        }
-        let newAddress = UInt(bitPattern: copy)
-        let old = nameAddress.withLock { address in
-            let old = address
-            address = newAddress
-            return old
-        }
-        free(UnsafeMutableRawPointer(bitPattern: old))
-        return true
-    }
+    // MARK: Destroying
 
     /// Takes the lock for good if nobody holds it, waits for it or is inside a call that changes
     /// it: the first step of destroying it. False when it is in use.
