@@ -51,7 +51,7 @@ private enum StateBit {
 /// and no reference counting; waiting allocates nothing either.
 ///
 /// Thread safety: every member may be called from any thread. The lock is not recursive.
-public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sendable {
+public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Sendable {
     /// Counters since creation, a snapshot (each field is read atomically, not all of them at once).
     public struct Stats: Sendable, Hashable {
         /// Successful `lock*` and `tryLock*` calls of every kind, and each ``ConditionLock/set(_:)``.
@@ -148,14 +148,10 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         try acquire(wanted: nil, deadline: deadline, isTry: false)
     }
 
-    /// As ``lock(before:)-(UInt64)``, with a `ContinuousClock` deadline.
-    public func lock(before deadline: ContinuousClock.Instant) throws(QueueKitError) {
-        try lock(before: MonotonicClock.deadline(deadline))
-    }
-
-    /// As ``lock(before:)-(UInt64)``, with a `DispatchTime` deadline (`.distantFuture`: forever).
-    public func lock(before deadline: DispatchTime) throws(QueueKitError) {
-        try lock(before: MonotonicClock.deadline(deadline))
+    /// As ``lock(before:)-(UInt64)``, with any ``QueueKitDeadline`` (a `ContinuousClock.Instant`,
+    /// a `DispatchTime`). The timed calls come in this pair: nanoseconds, and any deadline type.
+    public func lock(before deadline: some QueueKitDeadline) throws(QueueKitError) {
+        try lock(before: deadline.monotonicDeadline)
     }
 
     /// Returns holding the lock with the condition equal to `condition`, waiting as long as needed.
@@ -182,14 +178,9 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         try acquire(wanted: condition, deadline: deadline, isTry: false)
     }
 
-    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with a `ContinuousClock` deadline.
-    public func lock(whenCondition condition: Condition, before deadline: ContinuousClock.Instant) throws(QueueKitError) {
-        try lock(whenCondition: condition, before: MonotonicClock.deadline(deadline))
-    }
-
-    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with a `DispatchTime` deadline.
-    public func lock(whenCondition condition: Condition, before deadline: DispatchTime) throws(QueueKitError) {
-        try lock(whenCondition: condition, before: MonotonicClock.deadline(deadline))
+    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with any ``QueueKitDeadline``.
+    public func lock(whenCondition condition: Condition, before deadline: some QueueKitDeadline) throws(QueueKitError) {
+        try lock(whenCondition: condition, before: deadline.monotonicDeadline)
     }
 
     // MARK: Releasing
@@ -222,7 +213,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
 
     /// Acquires the lock, then ``unlock(withCondition:)``: sets the condition from a thread that
     /// does not hold the lock, waking a waiter for it. This is how a chain of tasks starts (the
-    /// seed's "task A"), without unlocking a lock nobody holds.
+    /// first task of a chain), without unlocking a lock nobody holds.
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread holds the lock (use
     ///   ``unlock(withCondition:)``).
@@ -257,22 +248,13 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         try unlock(withCondition: next)
     }
 
-    /// As ``withLock(whenCondition:before:_:)``, with a `ContinuousClock` deadline.
+    /// As ``withLock(whenCondition:before:_:)``, with any ``QueueKitDeadline``.
     public func withLock(
         whenCondition condition: Condition,
-        before deadline: ContinuousClock.Instant,
+        before deadline: some QueueKitDeadline,
         _ body: () throws -> Condition
     ) throws {
-        try withLock(whenCondition: condition, before: MonotonicClock.deadline(deadline), body)
-    }
-
-    /// As ``withLock(whenCondition:before:_:)``, with a `DispatchTime` deadline.
-    public func withLock(
-        whenCondition condition: Condition,
-        before deadline: DispatchTime,
-        _ body: () throws -> Condition
-    ) throws {
-        try withLock(whenCondition: condition, before: MonotonicClock.deadline(deadline), body)
+        try withLock(whenCondition: condition, before: deadline.monotonicDeadline, body)
     }
 
     /// Runs `body` holding the lock whatever the condition, which it keeps, and returns its result.
@@ -436,10 +418,10 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         releaseGuard(.keep)
 
         let parker = node.pointee.parker
-        var report = Parker.Report()
-        var handedOff = parker.park(until: deadline, spin: true, report: &report, pureSpin: first)
-        if report.futileWakeups > 0 {
-            futileCount.add(UInt64(report.futileWakeups), ordering: .relaxed)
+        var futileWakeups = 0
+        var handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, pureSpin: first)
+        if futileWakeups > 0 {
+            futileCount.add(UInt64(futileWakeups), ordering: .relaxed)
         }
         if handedOff { return .acquired }
 
