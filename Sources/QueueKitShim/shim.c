@@ -47,20 +47,14 @@ static void qkshim_record_destructor(void *record) {
 
 static void qkshim_record_key_create(void) {
     int rc = pthread_key_create(&qkshim_record_key, qkshim_record_destructor);
-    if (rc != 0) {
-        fprintf(stderr, "QueueKit: pthread_key_create failed (%d): cannot track thread exits\n", rc);
-        abort();
-    }
+    if (rc != 0) qkshim_fatal_errno("pthread_key_create (thread exits cannot be tracked)", rc);
 }
 
 void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
     qkshim_record_on_exit = on_exit;
     pthread_once(&qkshim_record_key_once, qkshim_record_key_create);
     int rc = pthread_setspecific(qkshim_record_key, record);
-    if (rc != 0) {
-        fprintf(stderr, "QueueKit: pthread_setspecific failed (%d)\n", rc);
-        abort();
-    }
+    if (rc != 0) qkshim_fatal_errno("pthread_setspecific", rc);
     qkshim_tls_record = record;
 }
 
