@@ -5,7 +5,7 @@ import QueueKitShim
 
 @_cdecl("qk_version") @implementation @_spi(CAPI)
 public func qk_version() -> UnsafePointer<CChar>? {
-    UnsafeRawPointer(QueueKitVersion.string.utf8Start).assumingMemoryBound(to: CChar.self)
+    CString.literal(QueueKitVersion.string)
 }
 
 @_cdecl("qk_version_number") @implementation @_spi(CAPI)
