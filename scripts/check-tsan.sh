@@ -46,25 +46,10 @@ run() {
     "$compiler" -O1 -g -Wall -Wextra -Werror -fsanitize=thread "${defines[@]}" "$source_file" $flags \
         -lpthread -Wl,-rpath,"$libdir" "${extra[@]}" -o "$binary"
     TSAN_OPTIONS="halt_on_error=0 exitcode=66 report_signal_unsafe=0" timeout 300 "$binary" >"$log" 2>&1 || status=$?
-    # A race between two accesses made inside libqueuekit.so alone (the Swift runtime's lock-free
-    # metadata cache, seen through intercepted memcpy/bcmp) is counted apart and shown: it is not
-    # on the program's data. Everything else counts.
-    internal=$(python3 - "$log" <<'PY'
-import re, sys
-blocks = open(sys.argv[1]).read().split("WARNING: ThreadSanitizer: ")[1:]
-def accesses(block):
-    return re.split(r"\n  (?:Location is|Mutex M|Thread T)", block)[0]
-print(sum(1 for b in blocks if b.startswith("data race") and "handoffs.c" not in accesses(b)))
-PY
-)
-    warnings=$(( $(grep -c 'WARNING: ThreadSanitizer:' "$log" || true) - internal ))
-    races=$(( $(grep -c 'WARNING: ThreadSanitizer: data race' "$log" || true) - internal ))
+    warnings=$(grep -c 'WARNING: ThreadSanitizer:' "$log" || true)
+    races=$(grep -c 'WARNING: ThreadSanitizer: data race' "$log" || true)
     on_unguarded=$(grep -c "Location is global 'unguarded'" "$log" || true)
     echo "$(basename "$compiler") $variant: $warnings TSan warnings ($races data races, $on_unguarded on 'unguarded'), exit $status"
-    if [ "$internal" -gt 0 ]; then
-        echo "NOTE: $internal more race(s) inside libqueuekit.so alone (not on the program's data):"
-        grep -A5 'WARNING: ThreadSanitizer: data race' "$log" | grep '#2' | sort -u | head -3 || true
-    fi
     if [ "$status" -ne 0 ] && [ "$status" -ne 66 ]; then
         echo "FAIL: the program failed (not a TSan report):"; tail -20 "$log"; failed=1; return
     fi

@@ -157,16 +157,14 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Queues a write; returns at once.
     func writeAsync(_ work: CWork) {
-        ThreadSanitizer.submitting {
-            let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
-            let wake = lane.withLock { lane in
-                lane.issued += 1
-                lane.pending.append(.async(work))
-                closeGate(&lane)
-                return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
-            }
-            wake.perform(on: self)
+        let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
+        let wake = lane.withLock { lane in
+            lane.issued += 1
+            lane.pending.append(.async(work))
+            closeGate(&lane)
+            return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
         }
+        wake.perform(on: self)
     }
 
     // MARK: Readers

@@ -171,12 +171,10 @@ public final class Queue: @unchecked Sendable {
         guard let dispatchQueue else { throw .invalidArgument }
         let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
-        ThreadSanitizer.submitting {
-            let work = ThreadSanitizer.handOff(work)
-            dispatchQueue.async(flags: barrier ? .barrier : []) {
-                ThreadSanitizer.holding(self, exclusive: exclusive) {
-                    ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
-                }
+        let work = ThreadSanitizer.handOff(work)
+        dispatchQueue.async(flags: barrier ? .barrier : []) {
+            ThreadSanitizer.holding(self, exclusive: exclusive) {
+                ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
             }
         }
     }

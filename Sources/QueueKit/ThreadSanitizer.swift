@@ -11,8 +11,9 @@ import QueueKitShim
 /// - a DB queue, a condition lock and each queue are mutexes to the sanitizer: a write, a barrier
 ///   or serial block, a condition-lock section hold it exclusively; a read and a non-barrier
 ///   block of a concurrent queue hold it shared, so races between readers stay visible;
-/// - submitting work (`async`, `write_async`) releases a token its block acquires before it runs,
-///   and the allocations dispatch makes for it, freed by the thread that runs it, go unrecorded;
+/// - submitting work (`async`, `write_async`) releases a token its block acquires before it runs;
+/// - inside a C API call, the library's own memory accesses (allocations another thread frees,
+///   the Swift runtime's caches) go unrecorded, the user code it runs is recorded as usual;
 /// - `flush` acquires everything the writes before it released.
 ///
 /// The annotations are made after the real acquisition and before the real release, outside
@@ -50,15 +51,22 @@ enum ThreadSanitizer {
         return body()
     }
 
-    /// Runs `submit`, a submission that allocates what another thread frees (dispatch's block
-    /// copy, closure contexts), without recording its memory writes: the hand-off of those
-    /// allocations happens inside dispatch, where the sanitizer cannot see it. `submit` must run
-    /// no user code.
+    /// Runs `body`, QueueKit's own code behind a C API call, with its memory accesses hidden
+    /// from the sanitizer when this library is not instrumented (see
+    /// `qkshim_tsan_internal_begin`); the user code it runs is seen (``userCode(_:)``).
     @inline(__always)
-    static func submitting<R>(_ submit: () -> R) -> R {
-        qkshim_tsan_ignore_writes_begin()
-        defer { qkshim_tsan_ignore_writes_end() }
-        return submit()
+    static func internalCode<R>(_ body: () -> R) -> R {
+        qkshim_tsan_internal_begin()
+        defer { qkshim_tsan_internal_end() }
+        return body()
+    }
+
+    /// Runs `body`, user code, with its memory accesses seen even inside ``internalCode(_:)``.
+    @inline(__always)
+    static func userCode<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        let depth = qkshim_tsan_user_code_begin()
+        defer { qkshim_tsan_user_code_end(depth) }
+        return try body()
     }
 
     /// `work` as submitted: when the sanitizer is present, wrapped to acquire what the submitting

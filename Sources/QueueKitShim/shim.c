@@ -15,6 +15,19 @@
 #include <unistd.h>
 
 __thread void *qkshim_tls_frame QKSHIM_TLS;
+__thread unsigned qkshim_tsan_internal_depth QKSHIM_TLS;
+
+#if defined(__SANITIZE_THREAD__)
+const bool qkshim_library_instrumented = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+const bool qkshim_library_instrumented = true;
+#else
+const bool qkshim_library_instrumented = false;
+#endif
+#else
+const bool qkshim_library_instrumented = false;
+#endif
 __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
 
 void *_Atomic qkshim_main_frame;

@@ -154,14 +154,47 @@ static inline void qkshim_tsan_acquire(const void *token) {
     if (__tsan_acquire) __tsan_acquire((void *)token);
 }
 
-/* Between these, the calling thread's memory writes are not recorded: the allocations a
- * submission makes (dispatch's block copy, a closure's context) are freed by the thread that runs
- * it, after a hand-off inside dispatch that the sanitizer cannot see. No user code runs between. */
-static inline void qkshim_tsan_ignore_writes_begin(void) {
-    if (AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd) AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+/* Whether this library itself was built with -fsanitize=thread (SwiftPM's --sanitize=thread):
+ * then the sanitizer sees its memory accesses and checks them, and nothing below hides them. */
+extern const bool qkshim_library_instrumented;
+
+/* How deeply the calling thread is inside QueueKit's own code (the C API's calls), outside the
+ * user code those calls run. While it is, an uninstrumented library's memory accesses through
+ * intercepted functions (malloc, free, memcpy, bcmp: the Swift runtime's metadata cache,
+ * dispatch's block copies, allocations another thread frees after a hand-off made inside
+ * dispatch) are not recorded: they are the library's business, ordered by synchronisation the
+ * sanitizer cannot see, and would show up as races that are not the program's. */
+extern __thread unsigned qkshim_tsan_internal_depth QKSHIM_TLS;
+
+static inline bool qkshim_tsan_hides_internals(void) {
+    return AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd && !qkshim_library_instrumented;
 }
-static inline void qkshim_tsan_ignore_writes_end(void) {
-    if (AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd) AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+
+/* Entering and leaving QueueKit's own code (nests). */
+static inline void qkshim_tsan_internal_begin(void) {
+    if (qkshim_tsan_hides_internals() && qkshim_tsan_internal_depth++ == 0)
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+}
+static inline void qkshim_tsan_internal_end(void) {
+    if (qkshim_tsan_hides_internals() && --qkshim_tsan_internal_depth == 0)
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+}
+
+/* Around user code run from inside QueueKit's own code: its accesses are recorded. Returns the
+ * depth to give back to qkshim_tsan_user_code_end. */
+static inline unsigned qkshim_tsan_user_code_begin(void) {
+    unsigned depth = qkshim_tsan_internal_depth;
+    if (depth != 0) {
+        qkshim_tsan_internal_depth = 0;
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    }
+    return depth;
+}
+static inline void qkshim_tsan_user_code_end(unsigned depth) {
+    if (depth != 0) {
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+        qkshim_tsan_internal_depth = depth;
+    }
 }
 
 /* The texts of include/queuekit.h's status list (QK_STATUS_MAP), compiled here because Swift
