@@ -10,13 +10,18 @@ without parameter names (taken from include/queuekit.h).
                                          prototype or symbol version changed (incompatible under
                                          the same SONAME), and when an exported symbol is not
                                          recorded yet (adding one means adding it to the record)
+    abi.py gate LIBRARY HEADER RECORD    the check, after proving it catches each kind of break
+                                         on altered copies of the record (the test stage)
     abi.py entry HEADER NAME VERSION     prints the record lines of one function
     abi.py control RECORD OUTPUT         writes the record without its comments (DEBIAN/symbols)
 """
+import contextlib
+import io
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from manpages import header_version, read_header  # noqa: E402  (the one parser of the header)
@@ -108,6 +113,34 @@ def check(library, header, path):
     return 1 if problems else 0
 
 
+def gate(library, header, path):
+    """The check, after proving on altered copies of the record that it catches each kind of
+    break: a symbol gone, a prototype changed, a symbol new and unrecorded."""
+    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
+    symbol_at = next(i for i, line in enumerate(lines) if line.startswith(" qk_"))
+    name = lines[symbol_at].split()[0].split("@")[0]
+    altered = {
+        "a recorded symbol that is no longer exported": lines + [
+            "# int qk_removed_function(void)\n", " qk_removed_function@Base 0.1.0\n"],
+        "a changed prototype": [("# void " + name + "(void)\n") if i == symbol_at - 1 else line
+                                for i, line in enumerate(lines)],
+        "an exported symbol missing from the record": [
+            line for i, line in enumerate(lines) if i not in (symbol_at - 1, symbol_at)],
+    }
+    missed = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for what, content in altered.items():
+            copy = os.path.join(tmp, "record.symbols")
+            with open(copy, "w", encoding="utf-8") as f:
+                f.writelines(content)
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                caught = check(library, header, copy) != 0
+            print(f"abi: the gate {'catches' if caught else 'MISSES'} {what}")
+            if not caught:
+                missed.append(what)
+    return check(library, header, path) or (1 if missed else 0)
+
+
 def control(path, output):
     with open(output, "w", encoding="utf-8") as out:
         for line in open(path, encoding="utf-8"):
@@ -118,6 +151,8 @@ def control(path, output):
 def main(argv):
     if len(argv) == 4 and argv[0] == "check":
         return check(*argv[1:])
+    if len(argv) == 4 and argv[0] == "gate":
+        return gate(*argv[1:])
     if len(argv) == 4 and argv[0] == "entry":
         print(entry(argv[2], header_prototypes(argv[1])[argv[2]], argv[3]))
         return 0

@@ -61,4 +61,24 @@ gcc -Wall -Wextra -Werror "$ROOT/examples/hello.c" $flags -Wl,-rpath,"$root/usr/
 ldd "$tmp/hello" | grep -q "$root/usr/lib/$multiarch/libqueuekit.so.0" || fail "hello does not load the unpacked libqueuekit.so.0"
 timeout 60 "$tmp/hello" || fail "hello failed"
 MANPATH=$root/usr/share/man man -w 3 qk_queue_sync >/dev/null || fail "man 3 qk_queue_sync finds no page in the packages"
+
+echo "--- what a package built against libqueuekit0 depends on (dpkg-shlibdeps, symbols file)"
+# dpkg-shlibdeps as a dependent package's build runs it: libqueuekit0 unpacked as a package being
+# built next to it, with its DEBIAN/symbols. hello calls qk_strerror: the minimum version is the
+# newest entry among the symbols it uses, so raising that one entry must raise the dependency.
+shlibdeps() {
+    (cd "$tmp/build" && dpkg-shlibdeps -O -Sdebian/libqueuekit0 debian/probe/usr/bin/hello 2>/dev/null)
+}
+mkdir -p "$tmp/build/debian/libqueuekit0" "$tmp/build/debian/probe/usr/bin"
+dpkg -x "$runtime" "$tmp/build/debian/libqueuekit0"
+dpkg-deb -e "$runtime" "$tmp/build/debian/libqueuekit0/DEBIAN"
+printf 'Source: probe\n\nPackage: probe\nArchitecture: any\n' >"$tmp/build/debian/control"
+cp "$tmp/hello" "$tmp/build/debian/probe/usr/bin/hello"
+depends=$(shlibdeps)
+echo "$depends"
+[[ $depends == *"libqueuekit0 (>= $version)"* ]] || fail "a dependent should need libqueuekit0 (>= $version)"
+sed -i "s/^ qk_strerror@Base .*/ qk_strerror@Base $version.1/" "$tmp/build/debian/libqueuekit0/DEBIAN/symbols"
+depends=$(shlibdeps)
+echo "with qk_strerror recorded as new in $version.1: $depends"
+[[ $depends == *"libqueuekit0 (>= $version.1)"* ]] || fail "the symbols file does not decide the minimum version"
 [ $failed -eq 0 ]

@@ -45,7 +45,7 @@ stage install          install_stage
 stage pkg-config       consume_pkgconfig
 stage find-package     consume_find_package
 stage manpages         "$ROOT/scripts/check-manpages.sh" "$STAGE_DIR"
-stage abi              "$ROOT/scripts/abi.py" check "$STAGE_DIR/lib/libqueuekit.so" "$ROOT/include/queuekit.h" "$ROOT/cmake/libqueuekit0.symbols"
+stage abi              "$ROOT/scripts/abi.py" gate "$STAGE_DIR/lib/libqueuekit.so" "$ROOT/include/queuekit.h" "$ROOT/cmake/libqueuekit0.symbols"
 stage packages         "$ROOT/scripts/check-packages.sh"
 stage tsan-c           "$ROOT/scripts/check-tsan.sh" "$STAGE_DIR"
 # Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
