@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage: SwiftPM build and tests, the CMake build and its ctest
-# checks (header, exports, standalone library, examples), the installed library consumed by
-# outside builds, the sanitizer stages, and one quick run of the benchmark (every row produced; no
-# timing judged). Every stage runs even when one before it failed; the last line is "N passed,
+# checks (header, exports, standalone library, reliability programs, examples), the installed
+# library consumed by an outside project (pkg-config and find_package), the sanitizer stages, and
+# one quick run of the benchmark against the installed library (every row produced; no timing
+# judged). Every stage runs even when one before it failed; the last line is "N passed,
 # N failed" over the stages, and the exit status is non-zero when any failed.
 #
 # Adding a stage: write one more `stage NAME command...` line below.
@@ -31,8 +32,8 @@ stage() {
     fi
 }
 
-consume_pkgconfig() { build_examples_pkgconfig && run_examples "$PKGCONFIG_BUILD_DIR"; }
-consume_find_package() { build_examples_find_package && run_examples "$CONSUMER_BUILD_DIR"; }
+consume() { build_consumer "$1" "$2" && ctest --test-dir "$2" --output-on-failure; }
+asan_ubsan() { cmake_build "$ASAN_BUILD_DIR" -DQK_SANITIZE=address && ctest --test-dir "$ASAN_BUILD_DIR" -L program --output-on-failure; }
 
 ensure_packages
 
@@ -42,14 +43,15 @@ stage swiftpm-exports  "$ROOT/Tests/BuildChecks/check-exports.sh" "$ROOT/.build/
 stage cmake-build      cmake_build
 stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
-stage pkg-config       consume_pkgconfig
-stage find-package     consume_find_package
+stage pkg-config       consume pkg-config "$PKGCONFIG_BUILD_DIR"
+stage find-package     consume find_package "$CONSUMER_BUILD_DIR"
 # Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
-# directory, so the plain build stays incremental); the C programs under ASan+UBSan and valgrind.
+# directory, so the plain build stays incremental); the C programs (ctest label `program`) built
+# with ASan+UBSan in a build directory of their own, and under valgrind.
 stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
-stage asan-ubsan       "$ROOT/scripts/sanitizers.sh" asan
-stage valgrind         "$ROOT/scripts/sanitizers.sh" valgrind
-# The benchmark's quick mode once: every row produced (no timing judged).
+stage asan-ubsan       asan_ubsan
+stage valgrind         memcheck "$BUILD_DIR"
+# The benchmark's quick mode once, against the installed library: every row produced (no timing judged).
 stage bench-quick      bench_quick
 
 echo
