@@ -63,12 +63,13 @@ struct Ratio {
     let queueKit: String
     let anchor: String
     /// QueueKit's time divided by the anchor's (or, for `kind == .difference`, QueueKit minus
-    /// anchor in ns; for `.count`, the QueueKit value itself).
+    /// anchor in ns; for `.count`, the QueueKit value itself; for `.wait`, QueueKit's writers'
+    /// p99 wait in ns).
     let value: Double
     let kind: Kind
     let target: Target?
 
-    enum Kind: String { case ratio, difference, count }
+    enum Kind: String { case ratio, difference, count, wait }
 
     var verdict: String {
         guard let target else { return "" }

@@ -34,6 +34,11 @@ enum Report {
                         value: qk.median / best.median, kind: .ratio,
                         target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor)))
                 }
+                if let p99 = qk.writeWaitP99 {
+                    ratios.append(Ratio(
+                        workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99, value: p99, kind: .wait,
+                        target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99)))
+                }
                 if workload.hasPrefix("chain of"), let futile = qk.futilePerOp {
                     ratios.append(Ratio(
                         workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
@@ -111,6 +116,7 @@ enum Report {
         case .ratio: return String(format: "%.2f×", ratio.value)
         case .difference: return String(format: "%+.1f ns", ratio.value)
         case .count: return String(format: "%.3f", ratio.value)
+        case .wait: return time(ratio.value)
         }
     }
 
@@ -119,6 +125,7 @@ enum Report {
         case .ratio: return String(format: "%g×", limit)
         case .difference: return String(format: "%g ns", limit)
         case .count: return String(format: "%g", limit)
+        case .wait: return time(limit)
         }
     }
 
