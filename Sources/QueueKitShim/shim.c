@@ -2,6 +2,7 @@
 #include "queuekit_shim.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -30,6 +31,40 @@ bool qkshim_is_main_thread_assign(void) {
     bool is_main = (pid_t)syscall(SYS_gettid) == getpid();
     qkshim_tls_thread_kind = is_main ? 1 : 2;
     return is_main;
+}
+
+__thread void *qkshim_tls_record QKSHIM_TLS;
+
+static pthread_key_t qkshim_record_key;
+static pthread_once_t qkshim_record_key_once = PTHREAD_ONCE_INIT;
+static void (*qkshim_record_on_exit)(void *);
+
+static void qkshim_record_destructor(void *record) {
+    qkshim_tls_record = NULL;
+    qkshim_record_on_exit(record);
+}
+
+static void qkshim_record_key_create(void) {
+    int rc = pthread_key_create(&qkshim_record_key, qkshim_record_destructor);
+    if (rc != 0) {
+        fprintf(stderr, "QueueKit: pthread_key_create failed (%d): cannot track thread exits\n", rc);
+        abort();
+    }
+}
+
+void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
+    qkshim_record_on_exit = on_exit;
+    pthread_once(&qkshim_record_key_once, qkshim_record_key_create);
+    int rc = pthread_setspecific(qkshim_record_key, record);
+    if (rc != 0) {
+        fprintf(stderr, "QueueKit: pthread_setspecific failed (%d)\n", rc);
+        abort();
+    }
+    qkshim_tls_record = record;
+}
+
+int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size) {
+    return pthread_getname_np(thread, buffer, size);
 }
 
 uint64_t qkshim_now_ns(void) {

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <pthread.h>
 
 #define QKSHIM_TLS __attribute__((tls_model("initial-exec")))
 
@@ -58,6 +59,18 @@ static inline bool qkshim_is_main_thread(void) {
     uint8_t kind = qkshim_tls_thread_kind;
     return kind != 0 ? kind == 1 : qkshim_is_main_thread_assign();
 }
+
+/* The calling thread's ThreadRecord (see ThreadRecord.swift), NULL until it is installed. */
+extern __thread void *qkshim_tls_record QKSHIM_TLS;
+static inline void *qkshim_record_get(void) { return qkshim_tls_record; }
+
+/* Installs `record` as the calling thread's record. When the thread exits (pthread_exit, return
+ * from its start routine, or qk_main's hand-over of the main thread), `on_exit(record)` runs on
+ * it, once, as a pthread key destructor. `on_exit` must be the same function on every call. */
+void qkshim_record_install(void *record, void (*on_exit)(void *record));
+
+/* pthread_getname_np (a GNU extension Swift's Glibc module does not show): 0 or an errno. */
+int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size);
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t qkshim_now_ns(void);

@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+
+@testable import QueueKit
+
+@Suite("Thread records")
+struct ThreadRecordTests {
+    @Test("a thread's record is registered while it runs and retired when it exits")
+    func aRecordLivesAsLongAsItsThread() throws {
+        let made = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var number: UInt64 = 0
+        let thread = Thread {
+            // Named from inside: Foundation applies a name set before start() lazily on Linux.
+            Thread.current.name = "record-test"
+            number = ThreadRecord.current.number
+            #expect(ThreadRecord.current === ThreadRecord.record(numbered: number))
+            made.signal()
+            release.wait()
+        }
+        thread.start()
+        #expect(made.wait(timeout: .now() + testTimeout) == .success)
+        let record = try #require(ThreadRecord.record(numbered: number))
+        #expect(record.name == "record-test")
+        #expect(record.displayName == "thread \(number) \"record-test\"")
+        #expect(!record.hasExited)
+        release.signal()
+        // Thread exit runs the pthread key destructor on that thread; wait for it with a bound.
+        let deadline = Date().addingTimeInterval(testTimeout)
+        while ThreadRecord.record(numbered: number) != nil && Date() < deadline { sched_yield() }
+        #expect(ThreadRecord.record(numbered: number) == nil)
+        #expect(record.hasExited)
+    }
+}
