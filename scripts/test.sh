@@ -32,7 +32,8 @@ stage() {
     fi
 }
 
-consume() { build_consumer "$1" "$2" && ctest --test-dir "$2" --output-on-failure; }
+consume_pkgconfig() { build_consumer pkg-config "$PKGCONFIG_BUILD_DIR" && ctest --test-dir "$PKGCONFIG_BUILD_DIR" --output-on-failure; }
+consume_find_package() { build_consumer find_package "$CONSUMER_BUILD_DIR" && ctest --test-dir "$CONSUMER_BUILD_DIR" --output-on-failure; }
 asan_ubsan() { cmake_build "$ASAN_BUILD_DIR" -DQK_SANITIZE=address && ctest --test-dir "$ASAN_BUILD_DIR" -L program --output-on-failure; }
 
 ensure_packages
@@ -43,12 +44,13 @@ stage swiftpm-exports  "$ROOT/Tests/BuildChecks/check-exports.sh" "$ROOT/.build/
 stage cmake-build      cmake_build
 stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
-stage pkg-config       consume pkg-config "$PKGCONFIG_BUILD_DIR"
-stage find-package     consume find_package "$CONSUMER_BUILD_DIR"
+stage pkg-config       consume_pkgconfig
+stage find-package     consume_find_package
 # Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
-# directory, so the plain build stays incremental); the C programs (ctest label `program`) built
-# with ASan+UBSan in a build directory of their own, and under valgrind.
+# directory, so the plain build stays incremental); the C programs under ASan+UBSan and valgrind.
 stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
+# The C programs (ctest label `program`): built with ASan+UBSan in a build directory of their own
+# (-DQK_SANITIZE=address), and the plain build's under valgrind (ctest -T memcheck).
 stage asan-ubsan       asan_ubsan
 stage valgrind         memcheck "$BUILD_DIR"
 # The benchmark's quick mode once, against the installed library: every row produced (no timing judged).

@@ -77,7 +77,7 @@ enum Catalog {
         add(read, "seed get_specific+dispatch_sync_f", 4_000_000) { qkb_seed_read($0) }
 
         let swiftRead = "uncontended read, Swift API"
-        add(swiftRead, "QueueKit DBQueue.read {}", qk: true, 4_000_000) { SwiftRows.dbQueueRead($0) }
+        add(swiftRead, "QueueKit DBQueue.read {}", qk: true, 4_000_000, SwiftRows.kernel("qkbench_swift_dbqueue_read"))
         add(swiftRead, "DispatchQueue.sync {} (concurrent)", 2_000_000) { swiftDispatchSync($0) }
 
         let nested = "nested read (inside a read)"
