@@ -58,7 +58,8 @@ flags=$(pkg-config --cflags --libs queuekit)
 echo "pkg-config: $flags"
 # shellcheck disable=SC2086 # $flags is a list of words
 gcc -Wall -Wextra -Werror "$ROOT/examples/hello.c" $flags -Wl,-rpath,"$root/usr/lib/$multiarch" -o "$tmp/hello"
-ldd "$tmp/hello" | grep -q "$root/usr/lib/$multiarch/libqueuekit.so.0" || fail "hello does not load the unpacked libqueuekit.so.0"
+ldd "$tmp/hello" >"$tmp/ldd"
+grep -qF "$root/usr/lib/$multiarch/libqueuekit.so.0" "$tmp/ldd" || fail "hello does not load the unpacked libqueuekit.so.0"
 timeout 60 "$tmp/hello" || fail "hello failed"
 MANPATH=$root/usr/share/man man -w 3 qk_queue_sync >/dev/null || fail "man 3 qk_queue_sync finds no page in the packages"
 
