@@ -21,59 +21,88 @@ import QueueKitShim
 /// QueueKit's own locks). Queues with no barriers (the global ones) order nothing and are not
 /// annotated. Thread-safe: every member only informs the sanitizer of the calling thread.
 enum ThreadSanitizer {
+    /// Whether the sanitizer's runtime is in the process (decided once at load).
+    @inline(__always)
+    static var isPresent: Bool { _slowPath(qkshim_tsan_mode_get() & UInt8(QKSHIM_TSAN_ANNOTATE) != 0) }
+
+    /// Whether QueueKit's own memory accesses are hidden from it (an uninstrumented library).
+    @inline(__always)
+    static var hidesInternals: Bool { _slowPath(qkshim_tsan_mode_get() & UInt8(QKSHIM_TSAN_HIDE_INTERNALS) != 0) }
+
     /// The calling thread now holds `object`, shared or not; `couldFail` for try and timed
-    /// acquisitions (they cannot take part in a deadlock).
+    /// acquisitions (they cannot take part in a deadlock). Called after the real acquisition,
+    /// outside every internal lock, so those never nest in it.
     @inline(__always)
     static func locked(_ object: AnyObject, shared: Bool = false, couldFail: Bool = false) {
-        qkshim_tsan_locked(address(object), flags(shared: shared, couldFail: couldFail))
+        if isPresent { lockedSlow(object, flags(shared: shared, couldFail: couldFail)) }
     }
 
-    /// The calling thread is about to release `object`, held as `locked` said.
+    /// The calling thread is about to release `object`, held as `locked` said. Called before the
+    /// real release, so whoever gets `object` next is ordered after everything the thread did.
     @inline(__always)
     static func unlocking(_ object: AnyObject, shared: Bool = false) {
-        qkshim_tsan_unlocking(address(object), flags(shared: shared, couldFail: false))
+        if isPresent { unlockingSlow(object, flags(shared: shared, couldFail: false)) }
+    }
+
+    // Out of line, so that the check is all the fast paths carry (small enough to stay inlined).
+    @inline(never)
+    private static func lockedSlow(_ object: AnyObject, _ flags: UInt32) {
+        qkshim_tsan_locked(address(object), flags)
+    }
+
+    @inline(never)
+    private static func unlockingSlow(_ object: AnyObject, _ flags: UInt32) {
+        qkshim_tsan_unlocking(address(object), flags)
     }
 
     /// Everything released through `object`'s exclusive holders happens before what follows
     /// (`flush`: the writes it waited for).
     @inline(__always)
     static func acquire(_ object: AnyObject) {
-        qkshim_tsan_acquire(address(object))
+        if isPresent { qkshim_tsan_acquire(address(object)) }
+    }
+
+    /// Entering QueueKit's own code behind a C API call: until the matching
+    /// ``leaveInternalCode(_:)``, its memory accesses are hidden from the sanitizer when this
+    /// library is not instrumented; the user code it runs is seen (``userCode(_:)``). A pair of
+    /// calls, not a closure, so the call's body stays inlined. Returns what to pass to `leave`.
+    @inline(__always)
+    static func enterInternalCode() -> Bool {
+        let hides = hidesInternals
+        if hides { qkshim_tsan_internal_begin() }
+        return hides
+    }
+
+    /// Leaving QueueKit's own code (see ``enterInternalCode()``).
+    @inline(__always)
+    static func leaveInternalCode(_ hides: Bool) {
+        if hides { qkshim_tsan_internal_end() }
+    }
+
+    /// Runs `body`, user code, with its memory accesses seen even inside QueueKit's own code.
+    @inline(__always)
+    static func userCode<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        guard hidesInternals else { return try body() }
+        let depth = qkshim_tsan_user_code_begin()
+        defer { qkshim_tsan_user_code_end(depth) }
+        return try body()
     }
 
     /// Runs `body` holding `queue` and the queues it targets as their blocks hold them:
     /// exclusively a serial queue and a barrier, shared a concurrent queue's other blocks.
     @inline(__always)
     static func holding<R>(_ queue: Queue, exclusive: Bool, _ body: () -> R) -> R {
-        guard qkshim_tsan_present() else { return body() }
+        guard isPresent else { return body() }
         lockChain(queue, exclusive: exclusive)
         defer { unlockChain(queue, exclusive: exclusive) }
         return body()
-    }
-
-    /// Runs `body`, QueueKit's own code behind a C API call, with its memory accesses hidden
-    /// from the sanitizer when this library is not instrumented (see
-    /// `qkshim_tsan_internal_begin`); the user code it runs is seen (``userCode(_:)``).
-    @inline(__always)
-    static func internalCode<R>(_ body: () -> R) -> R {
-        qkshim_tsan_internal_begin()
-        defer { qkshim_tsan_internal_end() }
-        return body()
-    }
-
-    /// Runs `body`, user code, with its memory accesses seen even inside ``internalCode(_:)``.
-    @inline(__always)
-    static func userCode<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        let depth = qkshim_tsan_user_code_begin()
-        defer { qkshim_tsan_user_code_end(depth) }
-        return try body()
     }
 
     /// `work` as submitted: when the sanitizer is present, wrapped to acquire what the submitting
     /// thread released at submission; unchanged otherwise.
     @inline(__always)
     static func handOff(_ work: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
-        guard qkshim_tsan_present() else { return work }
+        guard isPresent else { return work }
         let token = Token()
         qkshim_tsan_release(address(token))
         return {
@@ -86,7 +115,7 @@ enum ThreadSanitizer {
     /// acquire the submission and hold `db` exclusively wherever the queue runs it.
     @inline(__always)
     static func handOff(_ work: CWork, exclusiveTo db: AnyObject & Sendable) -> CWork {
-        guard qkshim_tsan_present() else { return work }
+        guard isPresent else { return work }
         let wrapped = handOff { work() }
         return CWork(retaining: {
             locked(db)

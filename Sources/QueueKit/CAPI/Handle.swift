@@ -11,9 +11,9 @@ enum Handle {
     @inline(__always)
     static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R {
         guard let handle, isTagged(handle, as: type) else { return otherwise }
-        return ThreadSanitizer.internalCode {
-            Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
-        }
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
+        return Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
     }
 
     /// As `borrow`, for calls that return a status: `EINVAL` for a wrong handle, 0 when `body`

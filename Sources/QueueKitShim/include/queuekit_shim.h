@@ -109,93 +109,44 @@ static inline void qkshim_cpu_relax(void) {
  * that a plain reference would bind to. */
 size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
-/* ThreadSanitizer's annotation interface (the sanitizer runtime's tsan_interface.h), declared
- * weak: in a program built with -fsanitize=thread the runtime defines these and the helpers below
- * tell it about QueueKit's hand-offs, which it cannot see in this uninstrumented library;
- * elsewhere they are NULL and each helper is one predictable branch. */
-extern void __tsan_mutex_pre_lock(void *addr, unsigned flags) __attribute__((weak));
-extern void __tsan_mutex_post_lock(void *addr, unsigned flags, int recursion) __attribute__((weak));
-extern int __tsan_mutex_pre_unlock(void *addr, unsigned flags) __attribute__((weak));
-extern void __tsan_mutex_post_unlock(void *addr, unsigned flags) __attribute__((weak));
-extern void __tsan_acquire(void *addr) __attribute__((weak));
-extern void __tsan_release(void *addr) __attribute__((weak));
-extern void AnnotateIgnoreWritesBegin(const char *file, int line) __attribute__((weak));
-extern void AnnotateIgnoreWritesEnd(const char *file, int line) __attribute__((weak));
+/* ThreadSanitizer: in a program built with -fsanitize=thread, the sanitizer's runtime defines its
+ * annotation interface (tsan_interface.h and the dynamic annotations), which this library
+ * references weakly (shim.c). qkshim_tsan_mode, set once when the library is loaded, says what
+ * ThreadSanitizer.swift does: QKSHIM_TSAN_ANNOTATE when the runtime is present (tell it about
+ * QueueKit's hand-offs, which it cannot see in an uninstrumented library);
+ * QKSHIM_TSAN_HIDE_INTERNALS as well when this library itself is not instrumented (SwiftPM's
+ * --sanitize=thread build is), to keep its own memory accesses out of the reports. 0 without the
+ * sanitizer: each check is then one load and one predictable branch. The functions below do the
+ * work, out of line. */
+#define QKSHIM_TSAN_ANNOTATE 1u
+#define QKSHIM_TSAN_HIDE_INTERNALS 2u
+extern uint8_t qkshim_tsan_mode __attribute__((visibility("hidden")));
+/* A plain load: the value is written once, by the loader, before any thread can run QueueKit. */
+static inline uint8_t qkshim_tsan_mode_get(void) { return qkshim_tsan_mode; }
 
 #define QKSHIM_TSAN_READ_LOCK (1u << 3) /* __tsan_mutex_read_lock: shared access */
 #define QKSHIM_TSAN_TRY_LOCK (1u << 4)  /* __tsan_mutex_try_lock: could not have blocked */
 
-static inline bool qkshim_tsan_present(void) { return __tsan_acquire != 0; }
-
-/* The calling thread now holds `object` (as a mutex; shared with QKSHIM_TSAN_READ_LOCK). Called
- * after the real acquisition, outside every internal lock, so those never nest in it. */
-static inline void qkshim_tsan_locked(const void *object, unsigned flags) {
-    if (__tsan_mutex_pre_lock && __tsan_mutex_post_lock) {
-        __tsan_mutex_pre_lock((void *)object, flags);
-        __tsan_mutex_post_lock((void *)object, flags, 0);
-    }
-}
-
-/* The calling thread is about to give up `object` (flags as when it locked it). Called before the
- * real release, so whoever gets `object` next is ordered after everything the thread did. */
-static inline void qkshim_tsan_unlocking(const void *object, unsigned flags) {
-    if (__tsan_mutex_pre_unlock && __tsan_mutex_post_unlock) {
-        __tsan_mutex_pre_unlock((void *)object, flags);
-        __tsan_mutex_post_unlock((void *)object, flags);
-    }
-}
-
+/* The calling thread now holds `object` as a mutex (shared with QKSHIM_TSAN_READ_LOCK). */
+void qkshim_tsan_locked(const void *object, unsigned flags);
+/* The calling thread is about to give up `object` (flags as when it locked it). */
+void qkshim_tsan_unlocking(const void *object, unsigned flags);
 /* A one-way hand-off through `token`: what the releasing thread did happens before what the
  * acquiring thread does after. */
-static inline void qkshim_tsan_release(const void *token) {
-    if (__tsan_release) __tsan_release((void *)token);
-}
-static inline void qkshim_tsan_acquire(const void *token) {
-    if (__tsan_acquire) __tsan_acquire((void *)token);
-}
+void qkshim_tsan_release(const void *token);
+void qkshim_tsan_acquire(const void *token);
 
-/* Whether this library itself was built with -fsanitize=thread (SwiftPM's --sanitize=thread):
- * then the sanitizer sees its memory accesses and checks them, and nothing below hides them. */
-extern const bool qkshim_library_instrumented;
-
-/* How deeply the calling thread is inside QueueKit's own code (the C API's calls), outside the
- * user code those calls run. While it is, an uninstrumented library's memory accesses through
- * intercepted functions (malloc, free, memcpy, bcmp: the Swift runtime's metadata cache,
- * dispatch's block copies, allocations another thread frees after a hand-off made inside
- * dispatch) are not recorded: they are the library's business, ordered by synchronisation the
- * sanitizer cannot see, and would show up as races that are not the program's. */
-extern __thread unsigned qkshim_tsan_internal_depth QKSHIM_TLS;
-
-static inline bool qkshim_tsan_hides_internals(void) {
-    return AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd && !qkshim_library_instrumented;
-}
-
-/* Entering and leaving QueueKit's own code (nests). */
-static inline void qkshim_tsan_internal_begin(void) {
-    if (qkshim_tsan_hides_internals() && qkshim_tsan_internal_depth++ == 0)
-        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
-}
-static inline void qkshim_tsan_internal_end(void) {
-    if (qkshim_tsan_hides_internals() && --qkshim_tsan_internal_depth == 0)
-        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
-}
-
-/* Around user code run from inside QueueKit's own code: its accesses are recorded. Returns the
- * depth to give back to qkshim_tsan_user_code_end. */
-static inline unsigned qkshim_tsan_user_code_begin(void) {
-    unsigned depth = qkshim_tsan_internal_depth;
-    if (depth != 0) {
-        qkshim_tsan_internal_depth = 0;
-        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
-    }
-    return depth;
-}
-static inline void qkshim_tsan_user_code_end(unsigned depth) {
-    if (depth != 0) {
-        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
-        qkshim_tsan_internal_depth = depth;
-    }
-}
+/* Entering and leaving QueueKit's own code behind a C API call (nests): until the matching end,
+ * the thread's memory accesses through intercepted functions (malloc, free, memcpy, bcmp: the
+ * Swift runtime's metadata cache, dispatch's block copies, allocations another thread frees
+ * after a hand-off made inside dispatch) are not recorded: they are the library's business,
+ * ordered by synchronisation the sanitizer cannot see. */
+void qkshim_tsan_internal_begin(void);
+void qkshim_tsan_internal_end(void);
+/* Around user code run from inside QueueKit's own code, whose accesses are recorded: begin
+ * returns the depth of the internal code it interrupts, end restores it. */
+unsigned qkshim_tsan_user_code_begin(void);
+void qkshim_tsan_user_code_end(unsigned depth);
 
 /* The texts of include/queuekit.h's status list (QK_STATUS_MAP), compiled here because Swift
  * cannot expand a function-like macro: "success" / the description / "unknown QueueKit status",
