@@ -41,7 +41,7 @@ arguments_of() {
     case $1 in
         torture) echo "--threads 4 --trees ${TORTURE_TREES:-1500}" ;;
         soak) echo "--seconds ${SOAK_SECONDS:-3}" ;;
-        misuse) [ "$mode" = valgrind ] && echo "--no-abort-tests" || true ;;
+        misuse | lifecycle) [ "$mode" = valgrind ] && echo "--no-abort-tests" || true ;;
         *) ;;
     esac
 }

@@ -33,6 +33,35 @@ struct Lock<State>: ~Copyable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&state.pointee)
     }
+
+    /// Runs `body` with the state when the lock is free right now; `nil` without waiting when some
+    /// thread holds it (in a forked child: held at the fork by a thread that no longer exists).
+    func withLockIfAvailable<R>(_ body: (inout State) throws -> R) rethrows -> R? {
+        guard pthread_mutex_trylock(mutex) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&state.pointee)
+    }
+
+    // MARK: fork()
+
+    /// Takes the lock in a `pthread_atfork` prepare handler, so that no other thread is inside it
+    /// at the fork; ``releaseAfterFork(_:)`` gives it back in the parent and the child (the
+    /// child's one thread is the forking thread, which holds it).
+    func acquireForFork() {
+        pthread_mutex_lock(mutex)
+    }
+
+    /// The state, while ``acquireForFork()`` holds the lock.
+    func withStateWhileHeld<R>(_ body: (inout State) -> R) -> R {
+        body(&state.pointee)
+    }
+
+    /// Releases the lock that ``acquireForFork()`` took, after `body` adjusted the state (in the
+    /// child: forgetting the threads that did not survive the fork).
+    func releaseAfterFork(_ body: (inout State) -> Void = { _ in }) {
+        body(&state.pointee)
+        pthread_mutex_unlock(mutex)
+    }
 }
 
 extension Lock: @unchecked Sendable {}

@@ -176,6 +176,7 @@ public final class Queue: @unchecked Sendable {
     /// The shared core of `async` and `barrierAsync`.
     func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
         guard let dispatchQueue else { throw .invalidArgument }
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
         let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
         dispatchQueue.async(flags: barrier ? .barrier : []) {
@@ -197,6 +198,7 @@ public final class Queue: @unchecked Sendable {
     ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
     func syncBlock(barrier: Bool, _ work: () -> Void) -> Result<Void, QueueKitError> {
         guard let dispatchQueue else { return .failure(.invalidArgument) }
+        if _slowPath(Fork.isChild) { return .failure(.notRecoverable) }
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
@@ -232,6 +234,7 @@ public final class Queue: @unchecked Sendable {
     /// The core of `perform`.
     func performBlock(_ work: () -> Void) -> Result<Void, QueueKitError> {
         guard dispatchQueue != nil else { return .failure(.invalidArgument) }
+        if _slowPath(Fork.isChild) { return .failure(.notRecoverable) }
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
         if hold != .none {
@@ -313,8 +316,12 @@ extension Queue {
     /// Hands the process to dispatch to run the main queue (`dispatchMain`); never returns. Call it
     /// on the main thread. From then on the main thread no longer counts as being on the main
     /// queue outside its blocks; the main queue's blocks run one at a time (on Linux, dispatch
-    /// drains it on a worker thread).
+    /// drains it on a worker thread). The main thread ends as with `pthread_exit`: the condition
+    /// locks it holds are abandoned. In a forked child (no dispatch threads) it aborts with one line.
     public static func runMain() -> Never {
+        if Fork.isChild {
+            qkshim_fatal("QueueKit: qk_main() called in a forked child: dispatch cannot run there (exec, or do not call it)")
+        }
         ExecutionContext.releaseMainThread()
         dispatchMain()
     }

@@ -28,7 +28,10 @@ final class ThreadRecord: @unchecked Sendable {
     }
 
     /// The records of every live thread that has one, by number. Diagnostics walk it under its lock.
-    static let registry = Lock<[UInt64: ThreadRecord]>([:])
+    static let registry: Lock<[UInt64: ThreadRecord]> = {
+        Fork.installHooks()
+        return Lock([:])
+    }()
 
     /// The calling thread's record, made and registered on first use.
     @inline(__always)
@@ -37,6 +40,13 @@ final class ThreadRecord: @unchecked Sendable {
             return Unmanaged<ThreadRecord>.fromOpaque(record).takeUnretainedValue()
         }
         return makeCurrent()
+    }
+
+    /// Makes sure the calling thread has a record, so that its exit runs ``threadDidExit(_:)``:
+    /// every condition-lock acquisition calls it (a thread-local load when the record exists).
+    @inline(__always)
+    static func ensureCurrent() {
+        if _slowPath(qkshim_record_get() == nil) { _ = makeCurrent() }
     }
 
     @inline(never)
@@ -68,11 +78,23 @@ final class ThreadRecord: @unchecked Sendable {
         return name.isEmpty ? "thread \(number)" : "thread \(number) \"\(name)\""
     }
 
-    /// Runs on the exiting thread, once: the record leaves the registry and is marked gone.
+    /// Runs on the exiting thread, once: the condition locks it still holds are abandoned (see
+    /// `Lifecycle.swift`), the record leaves the registry and is marked gone.
     static func threadDidExit(_ record: ThreadRecord) {
+        if qkshim_condlocks_held() > 0 { LiveConditionLocks.abandonAll(heldBy: record.number) }
         registry.withLock { records in
             record.hasExited = true
             records[record.number] = nil
+        }
+    }
+}
+
+extension ThreadRecord {
+    /// In a forked child, with the registry's lock held: every thread but `survivor` is gone.
+    static func forgetThreadsLostInFork(_ records: inout [UInt64: ThreadRecord], survivor: UInt64) {
+        for (number, record) in records where number != survivor {
+            record.hasExited = true
+            records[number] = nil
         }
     }
 }

@@ -24,8 +24,10 @@ public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
 public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db in
-        db.withReadAccess { work(context) }
-        return 0
+        status { () throws(QueueKitError) in
+            if _slowPath(Fork.isChild) { try db.checkFork() }
+            db.withReadAccess { work(context) }
+        }
     }
 }
 
@@ -39,8 +41,7 @@ public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPo
 public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db in
-        db.writeAsync(CWork(context: context, function: work))
-        return 0
+        status { () throws(QueueKitError) in try db.writeAsync(CWork(context: context, function: work)) }
     }
 }
 
