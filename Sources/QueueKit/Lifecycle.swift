@@ -74,12 +74,12 @@ enum LiveConditionLocks {
 
     fileprivate static func resumeInParent() {
         forEachLockHeld { $0.resumeInParent() }
-        registry.releaseAfterFork()
+        registry.releaseInParent()
     }
 
     fileprivate static func resumeInChild(survivor: UInt64) {
         forEachLockHeld { $0.resumeInChild(survivor: survivor) }
-        registry.releaseAfterFork()
+        registry.releaseInChild()
     }
 
     /// Runs `body` on every lock while the fork hooks hold the registry's lock.
@@ -115,11 +115,11 @@ private let forkPrepare: @convention(c) () -> Void = {
 
 private let forkParent: @convention(c) () -> Void = {
     LiveConditionLocks.resumeInParent()
-    ThreadRecord.registry.releaseAfterFork()
+    ThreadRecord.registry.releaseInParent()
 }
 
 private let forkChild: @convention(c) () -> Void = {
     let survivor = qkshim_thread_id()
     LiveConditionLocks.resumeInChild(survivor: survivor)
-    ThreadRecord.registry.releaseAfterFork { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor) }
+    ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor) }
 }

@@ -8,17 +8,18 @@ import Glibc
 typealias CConditionLock = ConditionLock<Int>
 
 @inline(__always)
-private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) -> Int32) -> Int32 {
+private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
     Handle.status(lock, as: CConditionLock.self, body)
 }
 
 /// An acquisition's status: `EOWNERDEAD` instead of 0 when the lock's previous holder died
-/// holding it (the Swift call succeeds and says so in `previousOwnerDied`).
+/// holding it (the lock is held either way; the Swift call succeeds and says so in
+/// `previousOwnerDied`).
 @inline(__always)
 private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
-    condlockStatus(lock) { lock in
-        let result = status { () throws(QueueKitError) in try body(lock) }
-        return result == 0 && lock.previousOwnerDied ? EOWNERDEAD : result
+    condlockStatus(lock) { lock throws(QueueKitError) in
+        try body(lock)
+        if lock.previousOwnerDied { throw .ownerDied }
     }
 }
 
@@ -30,7 +31,9 @@ public func qk_condlock_create(_ condition: Int) -> OpaquePointer? {
 @_cdecl("qk_condlock_destroy") @implementation @_spi(CAPI)
 public func qk_condlock_destroy(_ lock: OpaquePointer?) -> Int32 {
     guard let lock else { return EINVAL }
-    let status = condlockStatus(lock) { $0.retireIfIdle() ? 0 : EBUSY }
+    let status = condlockStatus(lock) { lock throws(QueueKitError) in
+        guard lock.retireIfIdle() else { throw .busy }
+    }
     if status == 0 { Handle.release(lock, as: CConditionLock.self) }
     return status
 }
@@ -67,17 +70,17 @@ public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int
 
 @_cdecl("qk_condlock_unlock") @implementation @_spi(CAPI)
 public func qk_condlock_unlock(_ lock: OpaquePointer?) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.unlock() } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock() }
 }
 
 @_cdecl("qk_condlock_unlock_with") @implementation @_spi(CAPI)
 public func qk_condlock_unlock_with(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.unlock(withCondition: condition) } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock(withCondition: condition) }
 }
 
 @_cdecl("qk_condlock_set") @implementation @_spi(CAPI)
 public func qk_condlock_set(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.set(condition) } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.set(condition) }
 }
 
 @_cdecl("qk_condlock_condition") @implementation @_spi(CAPI)
@@ -87,21 +90,30 @@ public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
 
 @_cdecl("qk_condlock_set_name") @implementation @_spi(CAPI)
 public func qk_condlock_set_name(_ lock: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
-    condlockStatus(lock) { $0.setName(name) ? 0 : ENOMEM }
+    condlockStatus(lock) { lock throws(QueueKitError) in
+        var copy: CString?
+        if let name {
+            guard let made = CString(copying: name) else { throw .outOfMemory }
+            copy = made
+        }
+        lock.nameStorage.withLock { $0 = copy }
+    }
 }
 
 @_cdecl("qk_condlock_name") @implementation @_spi(CAPI)
 public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
-    Handle.borrow(lock, as: CConditionLock.self, otherwise: emptyCName) { $0.cName }
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: CString.empty) { lock in
+        lock.nameStorage.withLock { $0?.pointer } ?? CString.empty
+    }
 }
 
 @_cdecl("qk_condlock_get_stats") @implementation @_spi(CAPI)
 public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutablePointer<qk_condlock_stats_t>?) -> Int32 {
     guard let stats else { return EINVAL }
-    return condlockStatus(lock) { lock in
+    return condlockStatus(lock) { lock throws(QueueKitError) in
         // size_t arrives as Int: read it unsigned, or a huge size (SIZE_MAX) would be negative.
         let size = UInt(bitPattern: stats.pointee.size)
-        guard size >= StatsField.acquisitions.end else { return EINVAL }
+        guard size >= StatsField.acquisitions.end else { throw .invalidArgument }
         let snapshot = lock.stats
         let values: [(StatsField, UInt64)] = [
             (.acquisitions, snapshot.acquisitions), (.contended, snapshot.contended),
@@ -112,7 +124,6 @@ public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutable
         for (field, value) in values where size >= field.end {
             base.storeBytes(of: value, toByteOffset: field.offset, as: UInt64.self)
         }
-        return 0
     }
 }
 
@@ -134,9 +145,4 @@ private enum StatsField {
 
     /// The smallest `size` that holds the field.
     var end: UInt { UInt(offset + MemoryLayout<UInt64>.size) }
-}
-
-private let emptyNameString: StaticString = ""
-private var emptyCName: UnsafePointer<CChar> {
-    UnsafeRawPointer(emptyNameString.utf8Start).assumingMemoryBound(to: CChar.self)
 }
