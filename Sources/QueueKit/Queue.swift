@@ -10,6 +10,10 @@ import QueueKitShim
 /// holds: they throw ``QueueKitError/wouldDeadlock`` (or run inline, where that is what the caller
 /// meant) instead.
 ///
+/// In a forked child, whose dispatch threads are gone, every submission (`async`, `sync`,
+/// `barrierAsync`, `barrierSync`, `perform`) throws ``QueueKitError/notRecoverable`` at once and
+/// runs nothing; the identity members keep working.
+///
 /// Thread safety: every member may be called from any thread.
 public final class Queue: @unchecked Sendable {
     /// How a queue runs its blocks.
