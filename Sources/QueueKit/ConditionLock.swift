@@ -410,8 +410,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inline(__always)
     private func didAcquire(by thread: UInt64, waited: Bool) {
         owner.store(thread, ordering: .relaxed)
-        qkshim_condlocks_held_increment()
-        ThreadRecord.ensureCurrent()
+        qkshim_condlock_acquired()
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
             contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)

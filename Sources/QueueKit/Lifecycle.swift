@@ -43,6 +43,9 @@ enum LiveConditionLocks {
 
     private static let registry: Lock<[ObjectIdentifier: Entry]> = {
         Fork.installHooks()
+        // Every lock registers before it can be acquired: from here on, acquisitions make the
+        // records of the threads that have none.
+        qkshim_record_maker_set(threadRecordMaker)
         return Lock([:])
     }()
 

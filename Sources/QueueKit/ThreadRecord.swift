@@ -42,12 +42,6 @@ final class ThreadRecord: @unchecked Sendable {
         return makeCurrent()
     }
 
-    /// Makes sure the calling thread has a record, so that its exit runs ``threadDidExit(_:)``:
-    /// every condition-lock acquisition calls it (a thread-local load when the record exists).
-    @inline(__always)
-    static func ensureCurrent() {
-        if _slowPath(qkshim_record_get() == nil) { _ = makeCurrent() }
-    }
 
     @inline(never)
     private static func makeCurrent() -> ThreadRecord {
@@ -98,6 +92,10 @@ extension ThreadRecord {
         }
     }
 }
+
+/// What a condition-lock acquisition calls (through the shim) on a thread that has no record yet,
+/// so that the thread's exit runs ``ThreadRecord/threadDidExit(_:)``.
+let threadRecordMaker: @convention(c) () -> Void = { _ = ThreadRecord.current }
 
 /// The pthread key destructor's entry: gives back the reference `makeCurrent` stored.
 private let threadExitCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { pointer in

@@ -62,6 +62,17 @@ void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
 
 __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
 
+static void (*_Atomic qkshim_record_maker)(void);
+
+void qkshim_record_maker_set(void (*maker)(void)) {
+    __atomic_store_n((void (**)(void))&qkshim_record_maker, maker, __ATOMIC_RELEASE);
+}
+
+void qkshim_record_make(void) {
+    void (*maker)(void) = __atomic_load_n((void (**)(void))&qkshim_record_maker, __ATOMIC_ACQUIRE);
+    if (maker != NULL) maker();
+}
+
 _Atomic uint64_t qkshim_fork_generation;
 
 typedef struct {

@@ -14,13 +14,17 @@ private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) thr
 
 /// An acquisition's status: `EOWNERDEAD` instead of 0 when the lock's previous holder died
 /// holding it (the lock is held either way; the Swift call succeeds and says so in
-/// `previousOwnerDied`).
+/// `previousOwnerDied`). The check is a load after the call, outside its closure, so that the
+/// uncontended path stays inlined.
 @inline(__always)
 private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in
-        try body(lock)
-        if lock.previousOwnerDied { throw .ownerDied }
+    let status = condlockStatus(lock, body)
+    guard status == 0, let lock else { return status }
+    // `condlockStatus` checked the handle's type.
+    let ownerDied = Unmanaged<CConditionLock>.fromOpaque(UnsafeRawPointer(lock))._withUnsafeGuaranteedRef {
+        $0.previousOwnerDied
     }
+    return ownerDied ? EOWNERDEAD : 0
 }
 
 @_cdecl("qk_condlock_create") @implementation @_spi(CAPI)

@@ -74,7 +74,20 @@ void qkshim_record_install(void *record, void (*on_exit)(void *record));
  * and code that must not run while the thread holds a condition lock can ask. */
 extern __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
 static inline uint32_t qkshim_condlocks_held(void) { return qkshim_tls_condlocks_held; }
-static inline void qkshim_condlocks_held_increment(void) { qkshim_tls_condlocks_held += 1; }
+/* Makes the calling thread's record with the function that qkshim_record_maker_set installed
+ * (the slow path of qkshim_condlock_acquired). */
+void qkshim_record_make(void);
+/* Installs the function that makes the calling thread's record (ThreadRecord.swift); set once,
+ * before the first condition lock exists. */
+void qkshim_record_maker_set(void (*maker)(void));
+
+/* Counts one more held condition lock, and makes sure the thread has a record, so that its exit
+ * runs the hook. All in C, so that the Swift fast path that calls it stays small enough to be
+ * inlined into the C entry points. */
+static inline void qkshim_condlock_acquired(void) {
+    qkshim_tls_condlocks_held += 1;
+    if (__builtin_expect(qkshim_tls_record == NULL, 0)) qkshim_record_make();
+}
 static inline void qkshim_condlocks_held_decrement(void) { qkshim_tls_condlocks_held -= 1; }
 static inline void qkshim_condlocks_held_reset(void) { qkshim_tls_condlocks_held = 0; }
 
