@@ -15,7 +15,9 @@
  *     context read by an async block; a value written inside a sync block and read after it
  *     returns;
  *   - concurrent queue: a counter written in barrier blocks and read in non-barrier blocks.
- * At the end every counter must hold exactly the number of increments made.
+ * At the end every counter must hold exactly the number of increments made. Last, a thread exits
+ * holding a condition lock after writing a value; the main thread, waiting for that lock, gets it
+ * with EOWNERDEAD and reads the value (before joining the thread).
  */
 #include <queuekit.h>
 
@@ -140,6 +142,16 @@ static void *thread_main(void *argument) {
     return NULL;
 }
 
+/* A thread that abandons `lock` after writing `abandoned_value`, having told `ready`. */
+static long abandoned_value;
+static qk_condlock_t *ready;
+static void *abandon_main(void *argument) {
+    check(qk_condlock_lock(argument), "qk_condlock_lock");
+    abandoned_value = 42;
+    check(qk_condlock_set(ready, 1), "qk_condlock_set");
+    return NULL;   /* exits holding the lock */
+}
+
 static int expect(const char *name, long value, long expected) {
     if (value == expected) return 0;
     fprintf(stderr, "%s is %ld, expected %ld\n", name, value, expected);
@@ -174,6 +186,21 @@ int main(void) {
 #ifdef UNGUARDED_COUNTER
     printf("unguarded counter: %ld (may be less than %d: it races)\n", unguarded, THREADS * ROUNDS);
 #endif
+
+    ready = qk_condlock_create(0);
+    pthread_t abandoner;
+    if (!ready || pthread_create(&abandoner, NULL, abandon_main, lock) != 0) return 1;
+    check(qk_condlock_lock_when(ready, 1), "qk_condlock_lock_when");
+    check(qk_condlock_unlock(ready), "qk_condlock_unlock");
+    int status = qk_condlock_lock(lock);   /* waits for the holder to exit */
+    if (status != EOWNERDEAD) {
+        fprintf(stderr, "locking an abandoned lock: %s, expected EOWNERDEAD\n", qk_status_name(status));
+        return 1;
+    }
+    wrong += expect("abandoned_value", abandoned_value, 42);
+    check(qk_condlock_unlock(lock), "qk_condlock_unlock");
+    pthread_join(abandoner, NULL);
+    check(qk_condlock_destroy(ready), "qk_condlock_destroy");
 
     check(qk_dbqueue_destroy(db), "qk_dbqueue_destroy");
     check(qk_condlock_destroy(lock), "qk_condlock_destroy");
