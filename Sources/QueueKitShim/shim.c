@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 __thread void *qkshim_tls_frame QKSHIM_TLS;
-uint8_t qkshim_tsan_mode;
+/* The storage behind the header's const qkshim_tsan_mode. */
+__attribute__((visibility("hidden"))) uint8_t qkshim_tsan_mode_storage;
 
 /* Whether this library itself is built with -fsanitize=thread: then the sanitizer sees its
  * memory accesses and checks them, and nothing hides them. */
@@ -87,7 +88,7 @@ __attribute__((constructor)) static void qkshim_tsan_mode_init(void) {
     bool runtime = __tsan_mutex_pre_lock && __tsan_mutex_post_lock && __tsan_mutex_pre_unlock &&
                    __tsan_mutex_post_unlock && __tsan_acquire && __tsan_release;
     bool ignores = AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd;
-    qkshim_tsan_mode = (runtime ? QKSHIM_TSAN_ANNOTATE : 0) |
+    qkshim_tsan_mode_storage = (runtime ? QKSHIM_TSAN_ANNOTATE : 0) |
                        (runtime && ignores && !QKSHIM_INSTRUMENTED ? QKSHIM_TSAN_HIDE_INTERNALS : 0);
 }
 __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;

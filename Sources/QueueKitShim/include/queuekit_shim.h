@@ -157,9 +157,10 @@ size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
  * work, out of line. */
 #define QKSHIM_TSAN_ANNOTATE 1u
 #define QKSHIM_TSAN_HIDE_INTERNALS 2u
-extern uint8_t qkshim_tsan_mode __attribute__((visibility("hidden")));
-/* A plain load: the value is written once, by the loader, before any thread can run QueueKit. */
-static inline uint8_t qkshim_tsan_mode_get(void) { return qkshim_tsan_mode; }
+/* Read-only to everything but shim.c's load-time initialiser (which writes it through its own
+ * declaration, before any thread can run QueueKit): const here, so Swift reads it directly. */
+extern const uint8_t qkshim_tsan_mode __asm__("qkshim_tsan_mode_storage")
+    __attribute__((visibility("hidden")));
 
 #define QKSHIM_TSAN_READ_LOCK (1u << 3) /* __tsan_mutex_read_lock: shared access */
 #define QKSHIM_TSAN_TRY_LOCK (1u << 4)  /* __tsan_mutex_try_lock: could not have blocked */
@@ -168,6 +169,16 @@ static inline uint8_t qkshim_tsan_mode_get(void) { return qkshim_tsan_mode; }
 void qkshim_tsan_locked(const void *object, unsigned flags);
 /* The calling thread is about to give up `object` (flags as when it locked it). */
 void qkshim_tsan_unlocking(const void *object, unsigned flags);
+
+/* The same for the condition lock's fast paths, check included: to the Swift optimiser one call
+ * (which keeps the code around it small enough to inline), to the C compiler a test and a
+ * branch. */
+static inline void qkshim_tsan_condlock_locked(const void *lock) {
+    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0)) qkshim_tsan_locked(lock, QKSHIM_TSAN_TRY_LOCK);
+}
+static inline void qkshim_tsan_condlock_unlocking(const void *lock) {
+    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0)) qkshim_tsan_unlocking(lock, 0);
+}
 /* A one-way hand-off through `token`: what the releasing thread did happens before what the
  * acquiring thread does after. */
 void qkshim_tsan_release(const void *token);
