@@ -102,25 +102,32 @@ struct Parker {
         }
     }
 
-    /// Polls the word for at most `spinBudget` (and not past `deadline`): first, if `pureSpin`,
-    /// for `pureSpinBudget` with a CPU hint between polls, then yielding the CPU. True when it
-    /// was set.
+    /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set.
     @inline(__always)
     private func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
+        Self.spin(until: deadline, pureSpin: pureSpin) { isSet }
+    }
+
+    /// The spin policy of every QueueKit waiter: polls `condition` for at most `spinBudget` (and
+    /// not past `deadline`), first, if `pureSpin`, for `pureSpinBudget` with a CPU hint between
+    /// polls, then yielding the CPU between polls. True as soon as `condition` holds.
+    @inline(__always)
+    static func spin(until deadline: UInt64 = MonotonicClock.forever, pureSpin: Bool = true,
+                     _ condition: () -> Bool) -> Bool {
         let start = MonotonicClock.now()
-        let end = min(deadline, start &+ Self.spinBudget)
-        let pureEnd = min(end, start &+ (pureSpin ? Self.pureSpinBudget : 0))
+        let end = min(deadline, start &+ spinBudget)
+        let pureEnd = min(end, start &+ (pureSpin ? pureSpinBudget : 0))
         var polls: UInt32 = 0
         while true {
-            if isSet { return true }
+            if condition() { return true }
             qkshim_cpu_relax()
             polls &+= 1
             if polls & 15 == 0 && MonotonicClock.now() >= pureEnd { break }
         }
         while MonotonicClock.now() < end {
-            if isSet { return true }
+            if condition() { return true }
             sched_yield()
         }
-        return isSet
+        return condition()
     }
 }
