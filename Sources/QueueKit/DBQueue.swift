@@ -101,6 +101,9 @@ public final class DBQueue: @unchecked Sendable {
         let queued = Int(Bits.asyncCount(state.load(ordering: .acquiring)))
         return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
     }
+
+    /// Test seam (debug builds only): readers and writers waiting in the lane.
+    var waitingCallCount: Int { lane.withLock { lane in lane.waiters.count { $0.pointee.wantsAccess } } }
     #endif
 
     /// Creates a DB queue.

@@ -12,17 +12,17 @@ import Testing
 // MARK: - Calling the C API with Swift closures
 
 @discardableResult
-private func dbRead(_ db: OpaquePointer?, _ body: () -> Void) -> Int32 {
+func dbRead(_ db: OpaquePointer?, _ body: () -> Void) -> Int32 {
     callC(body) { qk_dbqueue_read(db, $0, $1) }
 }
 
 @discardableResult
-private func dbWrite(_ db: OpaquePointer?, _ body: () -> Void) -> Int32 {
+func dbWrite(_ db: OpaquePointer?, _ body: () -> Void) -> Int32 {
     callC(body) { qk_dbqueue_write(db, $0, $1) }
 }
 
 @discardableResult
-private func dbWriteAsync(_ db: OpaquePointer?, _ body: @escaping @Sendable () -> Void) -> Int32 {
+func dbWriteAsync(_ db: OpaquePointer?, _ body: @escaping @Sendable () -> Void) -> Int32 {
     callCAsync(body) { qk_dbqueue_write_async(db, $0, $1) }
 }
 
@@ -344,7 +344,7 @@ private final class Occupancy: Sendable {
 
 /// A value that only the DB queue protects (no lock of its own): ThreadSanitizer checks that the
 /// queue orders every access.
-private final class Unprotected<Value>: @unchecked Sendable {
+final class Unprotected<Value>: @unchecked Sendable {
     var value: Value
     init(_ value: Value) { self.value = value }
 }
