@@ -102,6 +102,20 @@ public final class DBQueue: @unchecked Sendable {
         return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
     }
 
+    /// Test seam (debug builds only): the state, for a test's failure message.
+    var debugState: String {
+        let current = state.load(ordering: .acquiring)
+        let waiters = lane.withLock { lane in
+            lane.waiters.map { w in
+                "\(w.pointee.want)(target \(w.pointee.target), due \(w.pointee.isDue), \(w.pointee.outcome))"
+            }.joined(separator: ", ") + " dueCount \(lane.dueCount)"
+        }
+        return "writer \(current & Bits.writer) due \(current & Bits.due != 0) parked \(current & Bits.parked != 0) "
+            + "readers \((current & Bits.readerMask) / Bits.oneReader) async \(Bits.asyncCount(current)) "
+            + "completed \(completed.load(ordering: .acquiring)) drainer \(drainer.load(ordering: .acquiring)) "
+            + "lane [\(waiters)]"
+    }
+
     /// Test seam (debug builds only): readers and writers waiting in the lane.
     var waitingCallCount: Int { lane.withLock { lane in lane.waiters.count { $0.pointee.wantsAccess } } }
     #endif
@@ -150,7 +164,7 @@ public final class DBQueue: @unchecked Sendable {
     public func flush() throws(QueueKitError) {
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
         let target = asyncTarget()
-        if completed.load(ordering: .acquiring) >= target { return }
+        if writesHaveRun(upTo: target, state: state.load(ordering: .acquiring)) { return }
         if Self.threadMayHelp() {
             guard acquireSlow(.write, call: .flush, target: target) else { throw .wouldDeadlock }
             releaseWrite()
@@ -323,8 +337,10 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     /// The asynchronous writes a call beginning now must come after: `completed` plus the ones
-    /// pending. Two reads of `completed` around the state make the pair consistent (the runner
-    /// counts a write in `completed` before it takes it off the state).
+    /// pending. Two reads of `completed` around the state keep a write that finished between them
+    /// from being missed. The runner counts a write in `completed` before it takes it off the
+    /// state, so the pair can count the write that is just finishing twice: a target may be one
+    /// higher than needed, never lower. That is why `writesHaveRun` also accepts an empty queue.
     private func asyncTarget() -> UInt64 {
         while true {
             let before = completed.load(ordering: .sequentiallyConsistent)
@@ -333,6 +349,13 @@ public final class DBQueue: @unchecked Sendable {
                 return before &+ UInt64(Bits.asyncCount(current))
             }
         }
+    }
+
+    /// Whether the writes a waiter with `target` must come after have run: `completed` reached it,
+    /// or none is pending at all (its target may count one write twice, see `asyncTarget`).
+    @inline(__always)
+    private func writesHaveRun(upTo target: UInt64, state current: UInt) -> Bool {
+        Bits.asyncCount(current) == 0 || completed.load(ordering: .acquiring) >= target
     }
 
     /// A read or write (or a flush or destroy, which acquire as writers) that could not enter at
@@ -344,7 +367,8 @@ public final class DBQueue: @unchecked Sendable {
         let mayHelp = want == .runner || Self.threadMayHelp()
         var grant = Grant.access
         let entered = Parker.spin {
-            if completed.load(ordering: .relaxed) >= target && tryFast(want) { return true }
+            // The fast paths succeed only while no asynchronous write is pending.
+            if want != .runner && tryFast(want) { return true }
             if mayHelp && tryRunner() {
                 grant = .runner
                 return true
@@ -437,7 +461,7 @@ public final class DBQueue: @unchecked Sendable {
                     case .completion: return .access // its writes have run
                     case .runner: return nil // nothing left to run: the worker goes back to lingering
                     case .read, .write:
-                        if completed.load(ordering: .relaxed) >= me.pointee.target && tryFast(want) { return .access }
+                        if tryFast(want) { return .access }
                         if me.pointee.mayHelp && tryRunner() { return .runner }
                     }
                 case .refused:
@@ -479,7 +503,7 @@ public final class DBQueue: @unchecked Sendable {
     private func takeUnderLock(_ me: UnsafeMutablePointer<Waiter>, _ lane: inout Lane) -> Grant? {
         let current = state.load(ordering: .acquiring)
         if current & Bits.due != 0 && !me.pointee.isDue { return nil }
-        if completed.load(ordering: .acquiring) >= me.pointee.target {
+        if me.pointee.want != .runner && writesHaveRun(upTo: me.pointee.target, state: current) {
             switch me.pointee.want {
             case .read: return addReaders(1) ? .access : nil
             case .write: return takeExclusive() ? .access : nil
@@ -510,12 +534,14 @@ public final class DBQueue: @unchecked Sendable {
     /// woken and compete, so that the queue is never reserved for a thread that is not running.
     private func handOn(_ lane: inout Lane, _ wake: inout Wakeups) {
         guard !lane.waiters.isEmpty else { return }
+        let current = state.load(ordering: .acquiring)
         let done = completed.load(ordering: .acquiring)
+        let noneQueued = Bits.asyncCount(current) == 0
+        func ready(_ waiter: UnsafeMutablePointer<Waiter>) -> Bool { noneQueued || waiter.pointee.target <= done }
         // Flushers want no access: wake the satisfied ones.
-        for waiter in lane.waiters where waiter.pointee.want == .completion && waiter.pointee.target <= done {
+        for waiter in lane.waiters where waiter.pointee.want == .completion && ready(waiter) {
             settleOutcome(waiter, .woken, &lane, &wake)
         }
-        let current = state.load(ordering: .acquiring)
         defer { refreshBits(&lane) }
         if current & Bits.writer != 0 { return }
         let closed = current & (Bits.due | Bits.asyncMask) != 0
@@ -524,10 +550,10 @@ public final class DBQueue: @unchecked Sendable {
         // The waiter whose turn it is: the first due one, or else the first whose writes have run.
         let head: UnsafeMutablePointer<Waiter>? = lane.dueCount > 0
             ? lane.waiters.first { $0.pointee.isDue && $0.pointee.wantsAccess }
-            : lane.waiters.first { $0.pointee.wantsAccess && $0.pointee.target <= done }
-        if let head, head.pointee.target <= done {
+            : lane.waiters.first { $0.pointee.wantsAccess && ready($0) }
+        if let head, ready(head) {
             if head.pointee.want == .read {
-                let readers = lane.waiters.filter { $0.pointee.want == .read && $0.pointee.target <= done }
+                let readers = lane.waiters.filter { $0.pointee.want == .read && ready($0) }
                 if closed {
                     guard addReaders(readers.count) else { return }
                     for reader in readers { settleOutcome(reader, .granted(.access), &lane, &wake) }
@@ -544,7 +570,7 @@ public final class DBQueue: @unchecked Sendable {
             }
             return
         }
-        guard Bits.asyncCount(current) != 0 else {
+        guard !noneQueued else {
             // Nothing to run: a worker waiting for the queue goes back to lingering.
             if let worker = lane.waiters.first(where: { $0.pointee.want == .runner }) {
                 settleOutcome(worker, .woken, &lane, &wake)
@@ -553,7 +579,7 @@ public final class DBQueue: @unchecked Sendable {
         }
         // Asynchronous writes come first: a waiter that may run them does, else the worker.
         guard !readersInside else { return }
-        let runner = lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && $0.pointee.target > done }
+        let runner = lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && !ready($0) }
             ?? lane.waiters.first { $0.pointee.want == .runner }
         if let runner {
             guard takeExclusive() else { return }
@@ -679,12 +705,15 @@ public final class DBQueue: @unchecked Sendable {
     private func serveWaiters(isDrainer: Bool) -> Bool {
         var wake = Wakeups()
         let stop = lane.withLock { lane -> Bool in
-            let done = completed.load(ordering: .relaxed)
-            for waiter in lane.waiters where waiter.pointee.want == .completion && waiter.pointee.target <= done {
+            let current = state.load(ordering: .acquiring)
+            for waiter in lane.waiters where waiter.pointee.want == .completion
+                && writesHaveRun(upTo: waiter.pointee.target, state: current) {
                 settleOutcome(waiter, .woken, &lane, &wake)
             }
             refreshBits(&lane)
-            return isDrainer && lane.waiters.contains { $0.pointee.wantsAccess && $0.pointee.target <= done }
+            return isDrainer && lane.waiters.contains {
+                $0.pointee.wantsAccess && writesHaveRun(upTo: $0.pointee.target, state: current)
+            }
         }
         wake.perform(on: self)
         return stop

@@ -127,7 +127,11 @@ final class WriteQueue: @unchecked Sendable {
         var top = free.load(ordering: .acquiring)
         while true {
             let slot = top & 0xFFFF_FFFF
-            if slot == 0 { return grow() }
+            if slot == 0 {
+                if let node = grow() { return node }
+                top = free.load(ordering: .acquiring)
+                continue
+            }
             let node = nodeAt(UInt32(slot - 1))
             let below = node._withUnsafeGuaranteedRef { $0.nextFree.load(ordering: .relaxed) }
             let desired = ((top >> 32) &+ 1) << 32 | below
@@ -157,11 +161,11 @@ final class WriteQueue: @unchecked Sendable {
     }
 
     /// Every node is in use: add a chunk twice the size of the last, keep one node, free the rest.
+    /// Nil when another submitter grew the list while this one waited for the lock (take from it).
     @inline(never)
-    private func grow() -> Unmanaged<Node> {
-        growth.withLock { count -> Unmanaged<Node> in
-            // Another submitter may have grown the list while this one waited for the lock.
-            if free.load(ordering: .acquiring) & 0xFFFF_FFFF != 0 { return takeFreeNode() }
+    private func grow() -> Unmanaged<Node>? {
+        growth.withLock { count -> Unmanaged<Node>? in
+            if free.load(ordering: .acquiring) & 0xFFFF_FFFF != 0 { return nil }
             Swift.precondition(count < Self.maxChunks, "QueueKit: too many DB queue writes pending at once")
             let size = Self.firstChunkSize << count
             let firstIndex = Self.firstChunkSize * ((1 << count) - 1)
