@@ -6,7 +6,7 @@ import Synchronization
 /// A reentrant reader/writer queue: many concurrent readers, one writer at a time, writes in
 /// FIFO order, and nested calls in any order never deadlock.
 ///
-/// This is the seed's `BLDBQueueManager` (reads with `dispatch_sync`, writes with
+/// It is the familiar database-queue pattern (reads with `dispatch_sync`, writes with
 /// `dispatch_barrier_async`, a queue-specific check for nesting) made true to its promise:
 ///
 /// - A nested call is recognised through the thread's chain of frames, which `sync` hops through

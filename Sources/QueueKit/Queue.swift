@@ -56,8 +56,8 @@ public final class Queue: @unchecked Sendable {
     let dispatchQueue: DispatchQueue?
     /// Main and global queues live forever: retain and release are no-ops on them.
     let isImmortal: Bool
-    /// The label as a NUL-terminated copy that lives as long as the queue (for `qk_queue_label`).
-    let cLabel: UnsafeMutablePointer<CChar>
+    /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
+    let cLabel: CString
     let specifics = Specifics()
 
     @inline(__always) var isSerial: Bool { kind == .serial }
@@ -68,7 +68,7 @@ public final class Queue: @unchecked Sendable {
     @inline(__always) var honoursBarriers: Bool { !(isImmortal && kind == .concurrent) }
 
     /// The queue's label ("" when anonymous).
-    public var label: String { String(cString: cLabel) }
+    public var label: String { cLabel.string }
 
     /// Creates a queue. A `target` makes its blocks run on that queue.
     ///
@@ -85,7 +85,7 @@ public final class Queue: @unchecked Sendable {
     }
 
     init(dispatchQueue: DispatchQueue?, label: String, kind: Kind, target: Queue?, immortal: Bool) throws(QueueKitError) {
-        guard let copy = strdup(label) else { throw .outOfMemory }
+        guard let copy = CString(label) else { throw .outOfMemory }
         self.cLabel = copy
         self.kind = kind
         self.target = target
@@ -102,7 +102,6 @@ public final class Queue: @unchecked Sendable {
 
     deinit {
         specifics.destroyAll()
-        free(cLabel)
     }
 
     // MARK: System queues

@@ -2,10 +2,12 @@
 #include "queuekit_shim.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +35,34 @@ bool qkshim_is_main_thread_assign(void) {
     return is_main;
 }
 
+__thread void *qkshim_tls_record QKSHIM_TLS;
+
+static pthread_key_t qkshim_record_key;
+static pthread_once_t qkshim_record_key_once = PTHREAD_ONCE_INIT;
+static void (*qkshim_record_on_exit)(void *);
+
+static void qkshim_record_destructor(void *record) {
+    qkshim_tls_record = NULL;
+    qkshim_record_on_exit(record);
+}
+
+static void qkshim_record_key_create(void) {
+    int rc = pthread_key_create(&qkshim_record_key, qkshim_record_destructor);
+    if (rc != 0) qkshim_fatal_errno("pthread_key_create (thread exits cannot be tracked)", rc);
+}
+
+void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
+    qkshim_record_on_exit = on_exit;
+    pthread_once(&qkshim_record_key_once, qkshim_record_key_create);
+    int rc = pthread_setspecific(qkshim_record_key, record);
+    if (rc != 0) qkshim_fatal_errno("pthread_setspecific", rc);
+    qkshim_tls_record = record;
+}
+
+int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size) {
+    return pthread_getname_np(thread, buffer, size);
+}
+
 uint64_t qkshim_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -50,13 +80,22 @@ int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
     long rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, timeout,
                       NULL, FUTEX_BITSET_MATCH_ANY);
     if (rc == 0) return 0;
-    if (errno == EAGAIN) return 0;
-    if (errno == ETIMEDOUT) return ETIMEDOUT;
-    return EINTR;
+    int error = errno;
+    switch (error) {
+    case EAGAIN: return 0;             /* *word != expected already: the wake-up came first */
+    case ETIMEDOUT: return ETIMEDOUT;  /* the deadline passed */
+    case EINTR: return EINTR;          /* a signal interrupted the wait: spurious */
+    default:
+        /* EFAULT (word not mapped), EINVAL (misaligned word, bad timeout or operation), ENOSYS
+         * (no futex in the kernel), or anything else: a bug, not a condition to wait out. */
+        qkshim_fatal_errno("futex(FUTEX_WAIT_BITSET)", error);
+    }
 }
 
 void qkshim_futex_wake(uint32_t *word, int count) {
-    syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, NULL, NULL, 0);
+    long rc = syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, NULL, NULL, 0);
+    /* FUTEX_WAKE returns the number woken; it fails only with EFAULT or EINVAL (a bad word). */
+    if (rc < 0) qkshim_fatal_errno("futex(FUTEX_WAKE)", errno);
 }
 
 /* A reference to libbsd's strlcpy by its symbol version, never to another definition. */
@@ -76,3 +115,9 @@ void qkshim_fatal(const char *message) {
     abort();
 }
 
+
+void qkshim_fatal_errno(const char *call, int error) {
+    char message[160];
+    snprintf(message, sizeof message, "QueueKit: %s failed: errno %d (%s)", call, error, strerror(error));
+    qkshim_fatal(message);
+}

@@ -518,10 +518,10 @@ struct ConditionLockCTests {
         #expect(String(cString: qk_queue_label(queue)) == "not a lock")
     }
 
-    // MARK: The seed's scenarios
+    // MARK: Classic scenarios
 
     @Test func boundedProducerConsumerConsumesEveryItemExactlyOnce() {
-        // The seed's two-state buffer: EMPTY (0) and FULL (1), one slot. Four producers wait for
+        // A two-state buffer: EMPTY (0) and FULL (1), one slot. Four producers wait for
         // EMPTY, four consumers for FULL; each hand-off wakes exactly one thread of the other kind.
         let empty = 0, full = 1
         let lock = CLock(empty)

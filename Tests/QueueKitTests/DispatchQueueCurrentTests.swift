@@ -3,10 +3,10 @@ import Foundation
 import QueueKit
 import Testing
 
-// The Swift side of the registry: the seed's `DispatchQueue` extension, and `Queue` as Swift code
+// The Swift side of the registry: the `DispatchQueue` extension, and `Queue` as Swift code
 // uses it. Blocking calls run on helper threads with bounded waits, as in QueueTests.
 
-@Suite("DispatchQueue.current (the seed's extension)", .serialized)
+@Suite("DispatchQueue.current (the DispatchQueue extension)", .serialized)
 struct DispatchQueueCurrentTests {
     @Test func registeredQueuesAreFoundInsideTheirBlocks() {
         let registered = DispatchQueue(label: "qk.test.dq.registered", registerDetection: true)

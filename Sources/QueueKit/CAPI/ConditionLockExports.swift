@@ -80,13 +80,20 @@ public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
 @_cdecl("qk_condlock_set_name") @implementation @_spi(CAPI)
 public func qk_condlock_set_name(_ lock: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
     condlockStatus(lock) { lock throws(QueueKitError) in
-        guard lock.setName(name) else { throw .outOfMemory }
+        var copy: CString?
+        if let name {
+            guard let made = CString(copying: name) else { throw .outOfMemory }
+            copy = made
+        }
+        lock.nameStorage.withLock { $0 = copy }
     }
 }
 
 @_cdecl("qk_condlock_name") @implementation @_spi(CAPI)
 public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
-    Handle.borrow(lock, as: CConditionLock.self, otherwise: emptyCName) { $0.cName }
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: CString.empty) { lock in
+        lock.nameStorage.withLock { $0?.pointer } ?? CString.empty
+    }
 }
 
 @_cdecl("qk_condlock_get_stats") @implementation @_spi(CAPI)
@@ -126,9 +133,4 @@ private enum StatsField {
 
     /// The smallest `size` that holds the field.
     var end: UInt { UInt(offset + MemoryLayout<UInt64>.size) }
-}
-
-private let emptyNameString: StaticString = ""
-private var emptyCName: UnsafePointer<CChar> {
-    UnsafeRawPointer(emptyNameString.utf8Start).assumingMemoryBound(to: CChar.self)
 }

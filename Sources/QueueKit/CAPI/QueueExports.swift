@@ -5,11 +5,6 @@ import QueueKitShim
 // Section 1 of the C API: the queue-identity registry. Argument checks and conversions only;
 // the behaviour is `Queue`'s.
 
-private let emptyString: StaticString = ""
-private var emptyCString: UnsafePointer<CChar> {
-    UnsafeRawPointer(emptyString.utf8Start).assumingMemoryBound(to: CChar.self)
-}
-
 @inline(__always)
 private func queueStatus(_ queue: OpaquePointer?, _ body: (Queue) throws(QueueKitError) -> Void) -> Int32 {
     Handle.status(queue, as: Queue.self, body)
@@ -66,7 +61,7 @@ public func qk_queue_release(_ queue: OpaquePointer?) {
 
 @_cdecl("qk_queue_label") @implementation @_spi(CAPI)
 public func qk_queue_label(_ queue: OpaquePointer?) -> UnsafePointer<CChar>? {
-    Handle.borrow(queue, as: Queue.self, otherwise: emptyCString) { UnsafePointer($0.cLabel) }
+    Handle.borrow(queue, as: Queue.self, otherwise: CString.empty) { $0.cLabel.pointer }
 }
 
 @_cdecl("qk_queue_async") @implementation @_spi(CAPI)
@@ -113,7 +108,7 @@ public func qk_queue_is_current(_ queue: OpaquePointer?) -> Bool {
 
 @_cdecl("qk_queue_copy_current_label") @implementation @_spi(CAPI)
 public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
-    let label = ExecutionContext.innermost.map { UnsafePointer($0.pointee.queue.cLabel) } ?? emptyCString
+    let label = ExecutionContext.innermost.map { $0.pointee.queue.cLabel.pointer } ?? CString.empty
     // A NULL buffer only measures, whatever `size` says: misuse must not crash. `size` is a
     // size_t: read it unsigned (SIZE_MAX arrives as -1).
     guard let buffer, UInt(bitPattern: size) != 0 else { return strlen(label) }

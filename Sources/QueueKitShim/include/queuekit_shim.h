@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <pthread.h>
 
 #define QKSHIM_TLS __attribute__((tls_model("initial-exec")))
 
@@ -65,14 +66,27 @@ static inline bool qkshim_is_main_thread(void) {
     return kind != 0 ? kind == 1 : qkshim_is_main_thread_assign();
 }
 
+/* The calling thread's ThreadRecord (see ThreadRecord.swift), NULL until it is installed. */
+extern __thread void *qkshim_tls_record QKSHIM_TLS;
+static inline void *qkshim_record_get(void) { return qkshim_tls_record; }
+
+/* Installs `record` as the calling thread's record. When the thread exits (pthread_exit, return
+ * from its start routine, or qk_main's hand-over of the main thread), `on_exit(record)` runs on
+ * it, once, as a pthread key destructor. `on_exit` must be the same function on every call. */
+void qkshim_record_install(void *record, void (*on_exit)(void *record));
+
+/* pthread_getname_np (a GNU extension Swift's Glibc module does not show): 0 or an errno. */
+int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size);
+
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t qkshim_now_ns(void);
 
 /* Waits while *word == expected, until woken or the absolute CLOCK_MONOTONIC deadline (UINT64_MAX:
- * none). Returns 0 when woken or the value differed, ETIMEDOUT at the deadline, EINTR spuriously. */
+ * none). Returns 0 when woken or the value differed, ETIMEDOUT at the deadline, EINTR spuriously;
+ * any other failure (EFAULT, EINVAL, ENOSYS, ...) is a bug: it aborts naming the call and errno. */
 int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 
-/* Wakes up to `count` threads waiting on `word`. */
+/* Wakes up to `count` threads waiting on `word`; aborts, naming the errno, if the call fails. */
 void qkshim_futex_wake(uint32_t *word, int count);
 
 /* Atomic access to a futex word (sequentially consistent). */
@@ -103,5 +117,9 @@ size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
 /* Prints one line to stderr and aborts: the *_precondition failure path. */
 __attribute__((noreturn)) void qkshim_fatal(const char *message);
+
+/* As qkshim_fatal, for a system call that failed in a way that can only be a bug: one line naming
+ * the call, the errno value and its text. */
+__attribute__((noreturn)) void qkshim_fatal_errno(const char *call, int error);
 
 #endif

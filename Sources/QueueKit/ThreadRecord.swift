@@ -1,0 +1,85 @@
+import Glibc
+import QueueKitShim
+
+/// What QueueKit keeps about a thread beyond its frame chain: the thread's number and pthread (so
+/// diagnostics can name it), and a place where the slow paths publish what the thread waits for.
+///
+/// A record is made the first time a thread needs one (``current``), lives in ``registry`` while the
+/// thread runs, and is retired when the thread exits, from a pthread key destructor on that thread
+/// (``threadDidExit(_:)``). Fast paths never touch it: only waits, diagnostics and the per-thread
+/// bookkeeping that must survive the thread (abandoned locks) do.
+///
+/// Records are reference types so that a diagnostic walk can hold one while its thread exits; what
+/// the thread publishes in it is read by other threads only under ``registry``'s lock.
+final class ThreadRecord: @unchecked Sendable {
+    /// The thread's QueueKit number (`qkshim_thread_id()`): small, non-zero, never reused.
+    let number: UInt64
+    /// The pthread, for its name.
+    let thread: pthread_t
+    /// Whether the thread is the process's main thread.
+    let isMainThread: Bool
+    /// Set (under the registry's lock) when the thread has exited: a holder that is gone.
+    private(set) var hasExited = false
+
+    private init() {
+        number = qkshim_thread_id()
+        thread = pthread_self()
+        isMainThread = qkshim_is_main_thread()
+    }
+
+    /// The records of every live thread that has one, by number. Diagnostics walk it under its lock.
+    static let registry = Lock<[UInt64: ThreadRecord]>([:])
+
+    /// The calling thread's record, made and registered on first use.
+    @inline(__always)
+    static var current: ThreadRecord {
+        if let record = qkshim_record_get() {
+            return Unmanaged<ThreadRecord>.fromOpaque(record).takeUnretainedValue()
+        }
+        return makeCurrent()
+    }
+
+    @inline(never)
+    private static func makeCurrent() -> ThreadRecord {
+        let record = ThreadRecord()
+        registry.withLock { $0[record.number] = record }
+        // The thread-local and the pthread key own one reference, given back at thread exit.
+        qkshim_record_install(Unmanaged.passRetained(record).toOpaque(), threadExitCallback)
+        return record
+    }
+
+    /// The record of the live thread numbered `number`, if it has one.
+    static func record(numbered number: UInt64) -> ThreadRecord? {
+        registry.withLock { $0[number] }
+    }
+
+    /// The thread's pthread name ("" when it has none or cannot be read). Only for live threads.
+    var name: String {
+        guard !hasExited else { return "" }
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
+            guard qkshim_thread_get_name(thread, buffer.baseAddress!, buffer.count) == 0 else { return "" }
+            return String(cString: buffer.baseAddress!)
+        }
+    }
+
+    /// "thread 7 \"worker-a\"": how reports name a thread.
+    var displayName: String {
+        let name = self.name
+        return name.isEmpty ? "thread \(number)" : "thread \(number) \"\(name)\""
+    }
+
+    /// Runs on the exiting thread, once: the record leaves the registry and is marked gone.
+    static func threadDidExit(_ record: ThreadRecord) {
+        registry.withLock { records in
+            record.hasExited = true
+            records[record.number] = nil
+        }
+    }
+}
+
+/// The pthread key destructor's entry: gives back the reference `makeCurrent` stored.
+private let threadExitCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { pointer in
+    guard let pointer else { return }
+    let record = Unmanaged<ThreadRecord>.fromOpaque(pointer).takeRetainedValue()
+    ThreadRecord.threadDidExit(record)
+}
