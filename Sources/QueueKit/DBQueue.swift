@@ -478,7 +478,7 @@ public final class DBQueue: @unchecked Sendable {
     /// waker sets it after releasing the lock, and the word lives on the waiter's stack.
     @inline(__always)
     private func settle(_ me: UnsafeMutablePointer<Waiter>) {
-        if !me.pointee.parker.isSet { _ = me.pointee.parker.park(spin: true) }
+        if !me.pointee.parker.isSet { _ = me.pointee.parker.park() }
     }
 
     /// The one place where a thread waits in this DB queue (a read behind a write, a write, a

@@ -66,9 +66,10 @@ struct Parker {
     }
 
     /// Waits until `unpark` or the deadline. Returns true when unparked, false at the deadline.
-    func park(until deadline: UInt64 = MonotonicClock.forever) -> Bool {
+    /// `spin: false` goes to sleep at once (for a waiter that already spun on what it waits for).
+    func park(until deadline: UInt64 = MonotonicClock.forever, spin: Bool = true) -> Bool {
         var futileWakeups = 0
-        return park(until: deadline, futileWakeups: &futileWakeups)
+        return park(until: deadline, futileWakeups: &futileWakeups, spin: spin)
     }
 
     /// As `park(until:)`, also counting the kernel wake-ups after which the word was still not
@@ -77,8 +78,8 @@ struct Parker {
     ///
     /// On `false` (the deadline passed) the word may still be set concurrently: the caller must
     /// settle that race under its own lock (see `ConditionLock`).
-    func park(until deadline: UInt64, futileWakeups: inout Int, pureSpin: Bool = true) -> Bool {
-        if spinUntilSet(deadline: deadline, pureSpin: pureSpin) { return true }
+    func park(until deadline: UInt64, futileWakeups: inout Int, pureSpin: Bool = true, spin: Bool = true) -> Bool {
+        if spin && spinUntilSet(deadline: deadline, pureSpin: pureSpin) { return true }
         // Announce the sleep. If the word was set meanwhile, the exchange overwrote `set`: put it
         // back (the waker never looks at the word again) and we are done.
         if qkshim_atomic_exchange32(word, Self.sleeping) == Self.set {
