@@ -337,22 +337,24 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     /// The asynchronous writes a call beginning now must come after: `completed` plus the ones
-    /// pending. Two reads of `completed` around the state keep a write that finished between them
-    /// from being missed. The runner counts a write in `completed` before it takes it off the
-    /// state, so the pair can count the write that is just finishing twice: a target may be one
-    /// higher than needed, never lower. That is why `writesHaveRun` also accepts an empty queue.
+    /// pending, read as a consistent pair. The runner publishes writes that ran by flagging the
+    /// state, storing `completed`, then taking them off the state and the flag in one step; a
+    /// pair read while the flag was clear and with the state's count unchanged around it is
+    /// exact (otherwise it could count a finished batch twice, or miss it).
     private func asyncTarget() -> UInt64 {
         while true {
-            let before = completed.load(ordering: .sequentiallyConsistent)
-            let current = state.load(ordering: .sequentiallyConsistent)
-            if completed.load(ordering: .sequentiallyConsistent) == before {
-                return before &+ UInt64(Bits.asyncCount(current))
+            let before = state.load(ordering: .sequentiallyConsistent)
+            if before & Bits.publishing != 0 { continue }
+            let done = completed.load(ordering: .sequentiallyConsistent)
+            let after = state.load(ordering: .sequentiallyConsistent)
+            if (before ^ after) & (Bits.asyncMask | Bits.publishing) == 0 {
+                return done &+ UInt64(Bits.asyncCount(before))
             }
         }
     }
 
     /// Whether the writes a waiter with `target` must come after have run: `completed` reached it,
-    /// or none is pending at all (its target may count one write twice, see `asyncTarget`).
+    /// or none is pending at all.
     @inline(__always)
     private func writesHaveRun(upTo target: UInt64, state current: UInt) -> Bool {
         Bits.asyncCount(current) == 0 || completed.load(ordering: .acquiring) >= target
@@ -688,16 +690,49 @@ public final class DBQueue: @unchecked Sendable {
     /// `target` (only writes submitted before its call began), the worker until none is left or
     /// a waiter's writes have all run (it then lets that waiter go first). Flushers whose writes
     /// have run are woken on the way.
+    ///
+    /// The writes that ran are published (counted in `completed`, taken off the state, their
+    /// nodes recycled) in batches of up to `publishBatch`, and whenever a waiter's target is
+    /// reached: submitters and the runner then touch the shared lines once per batch instead of
+    /// once per write. Until a batch is published the queue stays closed to newcomers, which only
+    /// makes them wait for a write that already ran.
     private func runAsyncWrites(upTo target: UInt64, isDrainer: Bool) {
-        while true {
-            let done = completed.load(ordering: .relaxed)
-            if done >= target || Bits.asyncCount(state.load(ordering: .acquiring)) == 0 { return }
+        var done = completed.load(ordering: .relaxed)
+        var unpublished: UInt = 0
+        var available: UInt = 0
+        defer { publish(&unpublished, done: done) }
+        while done < target {
+            if available == 0 {
+                publish(&unpublished, done: done)
+                available = Bits.asyncCount(state.load(ordering: .acquiring))
+                if available == 0 { return }
+            }
             let work = writes.pop()
             ExecutionContext.run(on: queue, exclusive: true, outer: nil) { work() }
-            completed.store(done &+ 1, ordering: .sequentiallyConsistent)
-            state.subtract(Bits.oneAsync, ordering: .sequentiallyConsistent)
-            if done &+ 1 >= nextTarget.load(ordering: .acquiring) && serveWaiters(isDrainer: isDrainer) { return }
+            done &+= 1
+            available -= 1
+            unpublished += 1
+            if done >= nextTarget.load(ordering: .relaxed) {
+                publish(&unpublished, done: done)
+                if serveWaiters(isDrainer: isDrainer) { return }
+            } else if unpublished >= Self.publishBatch {
+                publish(&unpublished, done: done)
+            }
         }
+    }
+
+    private static let publishBatch: UInt = 64
+
+    /// Counts `count` writes that ran in `completed` (now `done`) and takes them off the state,
+    /// flagged so that `asyncTarget` never reads the pair half-updated.
+    @inline(__always)
+    private func publish(_ count: inout UInt, done: UInt64) {
+        guard count != 0 else { return }
+        state.add(Bits.publishing, ordering: .sequentiallyConsistent)
+        completed.store(done, ordering: .sequentiallyConsistent)
+        state.subtract(count &* Bits.oneAsync &+ Bits.publishing, ordering: .sequentiallyConsistent)
+        count = 0
+        writes.recycle()
     }
 
     /// Wakes the flushers whose writes have run; true when the worker should stop because a
@@ -795,9 +830,11 @@ private enum Bits {
     /// Threads wait in the lane: whoever frees the queue looks at it.
     static let parked: UInt = 4
     static let flags: UInt = due | parked
-    /// Readers inside, in bits 3…31.
+    /// Readers inside, in bits 3…30.
     static let oneReader: UInt = 8
-    static let readerMask: UInt = 0xFFFF_FFF8
+    static let readerMask: UInt = 0x7FFF_FFF8
+    /// The runner is publishing writes that ran (`DBQueue.publish`).
+    static let publishing: UInt = 1 << 31
     /// Asynchronous writes submitted and not yet run, in bits 32…63: while any is pending,
     /// nobody enters without the lane (nothing overtakes a submitted write).
     static let oneAsync: UInt = 1 << 32

@@ -9,16 +9,18 @@ import Synchronization
 /// Between the two steps the node is "in transit": the consumer, which only ever takes a write
 /// that has already been counted as submitted, waits those few instructions out.
 ///
-/// Nodes are recycled, as libdispatch recycles its continuations: a node that ran goes back to a
-/// free list that submitters take from, so a steady stream of writes allocates nothing. The free
+/// Nodes are recycled, as libdispatch recycles its continuations: nodes that ran go back, a batch
+/// at a time, to a free list that submitters take from, so a steady stream of writes allocates
+/// nothing. The free
 /// list is a lock-free stack whose head carries a 32-bit generation next to the node's index, so
 /// a submitter that was preempted between reading the head and swapping it cannot pop a node
 /// that was taken and given back meanwhile (the ABA problem). Nodes live in chunks that double
 /// in size and are freed only with the queue, so a stale read of a node's link is always a read
 /// of live memory.
 ///
-/// Thread safety: `push` from any thread; `pop` only by one thread at a time, which the caller
-/// serializes (the DB queue's exclusivity), and only for a write already counted as submitted.
+/// Thread safety: `push` from any thread; `pop` and `recycle` only by one thread at a time, which
+/// the caller serializes (the DB queue's exclusivity), and `pop` only for a write already counted
+/// as submitted.
 final class WriteQueue: @unchecked Sendable {
     private final class Node {
         /// The next node in the queue (bit pattern of an unmanaged reference; 0 = none).
@@ -114,14 +116,37 @@ final class WriteQueue: @unchecked Sendable {
         }
     }
 
-    /// The write of a node that left the queue; the node goes back to the free list.
+    /// The write of a node that left the queue; the node waits in the consumer's chain for
+    /// `recycle`.
     private func take(_ node: Unmanaged<Node>) -> CWork {
         let work = node.takeUnretainedValue().work
-        giveBack(node)
+        let index = node._withUnsafeGuaranteedRef { $0.index }
+        if taken != nil {
+            node._withUnsafeGuaranteedRef { $0.nextFree.store(UInt64(takenFirstIndex) + 1, ordering: .relaxed) }
+        } else {
+            takenLast = node
+        }
+        taken = node
+        takenFirstIndex = index
         return work
     }
 
+    /// Gives the nodes taken out since the last call back to the free list, in one step. Called
+    /// by the consumer.
+    func recycle() {
+        guard let first = taken, let last = takenLast else { return }
+        pushFree(first: first, last: last, firstIndex: takenFirstIndex)
+        taken = nil
+        takenLast = nil
+    }
+
     // MARK: The free list
+
+    /// Nodes the consumer took out and has not recycled yet, newest first (linked through
+    /// `nextFree`); only the consumer touches them.
+    @exclusivity(unchecked) private var taken: Unmanaged<Node>?
+    @exclusivity(unchecked) private var takenLast: Unmanaged<Node>?
+    @exclusivity(unchecked) private var takenFirstIndex: UInt32 = 0
 
     private func takeFreeNode() -> Unmanaged<Node> {
         var top = free.load(ordering: .acquiring)
@@ -140,11 +165,6 @@ final class WriteQueue: @unchecked Sendable {
             if exchanged { return node }
             top = original
         }
-    }
-
-    private func giveBack(_ node: Unmanaged<Node>) {
-        let index = node._withUnsafeGuaranteedRef { $0.index }
-        pushFree(first: node, last: node, firstIndex: index)
     }
 
     /// Pushes the chain `first`…`last` (already linked through `nextFree`) onto the free list.
