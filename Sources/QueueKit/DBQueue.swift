@@ -783,8 +783,9 @@ public final class DBQueue: @unchecked Sendable {
         }
     }
 
-    /// The worker: runs pending asynchronous writes whenever it can get the queue, then lingers
-    /// for a few polls in case more come, then ends.
+    /// The worker: runs the pending asynchronous writes, then waits a poll (1 ms) for more to
+    /// gather, so that a stream of writes nobody waits for is run in batches; after a few empty
+    /// polls it ends. Threads that need it sooner wake it.
     private func drain() {
         let parker = Parker(word: drainerWord)
         var idlePolls = 0
@@ -796,6 +797,10 @@ public final class DBQueue: @unchecked Sendable {
                     runAsyncWrites(upTo: .max, isDrainer: true)
                     releaseWrite()
                 }
+                // Caught up (or a waiter went first): let the next writes gather for a poll
+                // instead of taking them one by one as they come, unless a thread that may not
+                // run them itself needs them sooner (it sets the word).
+                _ = parker.park(until: MonotonicClock.now() &+ Self.drainerPoll, spin: false)
                 continue
             }
             if closing.load(ordering: .acquiring) || idlePolls >= Self.drainerLingerPolls {
