@@ -365,19 +365,29 @@ public final class DBQueue: @unchecked Sendable {
     /// help, it runs them itself. False when the wait was refused (nothing taken).
     @inline(never)
     private func acquireSlow(_ want: Want, call: DBQueueCall, target: UInt64) -> Bool {
-        let since = MonotonicClock.now()
         let mayHelp = want == .runner || Self.threadMayHelp()
         var grant = Grant.access
-        let entered = Parker.spin {
-            // The fast paths succeed only while no asynchronous write is pending.
-            if want != .runner && tryFast(want) { return true }
-            if mayHelp && tryRunner() {
-                grant = .runner
-                return true
+        // The common case of a write_async followed by a read on the same thread: the queue is
+        // free but for the pending writes, which this thread may run at once.
+        var entered = mayHelp && tryRunner()
+        if entered {
+            grant = .runner
+        }
+        // The worker does not spin: it is in no hurry, and its spinning would take a CPU from
+        // the threads it waits for.
+        if !entered && want != .runner {
+            entered = Parker.spin {
+                // The fast paths succeed only while no asynchronous write is pending.
+                if tryFast(want) { return true }
+                if mayHelp && tryRunner() {
+                    grant = .runner
+                    return true
+                }
+                return false
             }
-            return false
         }
         if !entered {
+            let since = MonotonicClock.now()
             let granted = Parker.withParker { parker in
                 withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer -> Grant? in
                     let me = buffer.baseAddress!
@@ -555,12 +565,14 @@ public final class DBQueue: @unchecked Sendable {
             : lane.waiters.first { $0.pointee.wantsAccess && ready($0) }
         if let head, ready(head) {
             if head.pointee.want == .read {
-                let readers = lane.waiters.filter { $0.pointee.want == .read && ready($0) }
+                func isReadyReader(_ waiter: UnsafeMutablePointer<Waiter>) -> Bool {
+                    waiter.pointee.want == .read && ready(waiter)
+                }
                 if closed {
-                    guard addReaders(readers.count) else { return }
-                    for reader in readers { settleOutcome(reader, .granted(.access), &lane, &wake) }
-                } else {
-                    for reader in readers { settleOutcome(reader, .woken, &lane, &wake) }
+                    guard addReaders(lane.waiters.count(where: isReadyReader)) else { return }
+                }
+                while let reader = lane.waiters.first(where: isReadyReader) {
+                    settleOutcome(reader, closed ? .granted(.access) : .woken, &lane, &wake)
                 }
             } else if !readersInside {
                 if closed {
@@ -597,7 +609,7 @@ public final class DBQueue: @unchecked Sendable {
         waiter.pointee.outcome = outcome
         if waiter.pointee.isDue { lane.dueCount -= 1 }
         lane.remove(waiter)
-        wake.parkers.append(waiter.pointee.parker)
+        wake.append(waiter.pointee.parker)
     }
 
     /// Keeps the `parked` and `due` bits and `nextTarget` true to the lane.
@@ -934,13 +946,28 @@ private struct Lane {
     }
 }
 
-/// Wake-ups to do once the lane's lock is released.
+/// Wake-ups to do once the lane's lock is released. The first two are kept inline: most
+/// hand-offs wake one thread, and the contended paths should not allocate.
 private struct Wakeups {
-    var parkers: [Parker] = []
+    private var first: Parker?
+    private var second: Parker?
+    private var more: [Parker] = []
     var drainer = false
 
+    mutating func append(_ parker: Parker) {
+        if first == nil {
+            first = parker
+        } else if second == nil {
+            second = parker
+        } else {
+            more.append(parker)
+        }
+    }
+
     func perform(on db: DBQueue) {
-        for parker in parkers { parker.unpark() }
+        first?.unpark()
+        second?.unpark()
+        for parker in more { parker.unpark() }
         if drainer { db.wakeDrainer() }
     }
 }
