@@ -254,13 +254,16 @@ public final class DBQueue: @unchecked Sendable {
 
     // MARK: Fast paths
 
+    /// Applies `change` to the state with one compare-and-swap, retried while `allowed` holds
+    /// for the state it finds. True when it did. Every lock-free transition of the state but
+    /// the releases goes through here.
     @inline(__always)
-    private func tryRead() -> Bool {
+    private func updateState(while allowed: (UInt) -> Bool, _ change: (UInt) -> UInt) -> Bool {
         var current = state.load(ordering: .relaxed)
-        while current & Bits.closedToReaders == 0 {
+        while allowed(current) {
             let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current &+ Bits.oneReader,
-                successOrdering: .acquiring, failureOrdering: .relaxed)
+                expected: current, desired: change(current),
+                successOrdering: .acquiringAndReleasing, failureOrdering: .relaxed)
             if exchanged { return true }
             current = original
         }
@@ -268,31 +271,23 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     @inline(__always)
+    private func tryRead() -> Bool {
+        updateState(while: { $0 & Bits.closedToReaders == 0 }) { $0 &+ Bits.oneReader }
+    }
+
+    /// Takes a free queue: barging past parked threads, unless one is due or a write is pending.
+    @inline(__always)
     private func tryWrite() -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & ~Bits.parked == 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current | Bits.writer,
-                successOrdering: .acquiring, failureOrdering: .relaxed)
-            if exchanged { return true }
-            current = original
-        }
-        return false
+        updateState(while: { $0 & ~Bits.parked == 0 }) { $0 | Bits.writer }
     }
 
     /// Takes the exclusivity to run pending asynchronous writes: the queue is free and no waiter
     /// is due.
     @inline(__always)
     private func tryRunner() -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & (Bits.writer | Bits.readerMask | Bits.due) == 0 && Bits.asyncCount(current) != 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current | Bits.writer,
-                successOrdering: .acquiring, failureOrdering: .relaxed)
-            if exchanged { return true }
-            current = original
+        updateState(while: { $0 & (Bits.writer | Bits.readerMask | Bits.due) == 0 && Bits.asyncCount($0) != 0 }) {
+            $0 | Bits.writer
         }
-        return false
     }
 
     @inline(__always)
@@ -629,26 +624,12 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Counts `count` readers in, if no writer holds the queue.
     private func addReaders(_ count: Int) -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & Bits.writer == 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current &+ UInt(count) &* Bits.oneReader, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            current = original
-        }
-        return false
+        updateState(while: { $0 & Bits.writer == 0 }) { $0 &+ UInt(count) &* Bits.oneReader }
     }
 
     /// Takes the exclusivity if the queue is free, whatever the flags.
     private func takeExclusive() -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & (Bits.writer | Bits.readerMask) == 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current | Bits.writer, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            current = original
-        }
-        return false
+        updateState(while: { $0 & (Bits.writer | Bits.readerMask) == 0 }) { $0 | Bits.writer }
     }
 
     // MARK: Leaving
