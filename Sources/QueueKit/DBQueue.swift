@@ -442,6 +442,7 @@ public final class DBQueue: @unchecked Sendable {
                     case .waiting: break
                     }
                     if result == .refused {
+                        if me.pointee.isDue { lane.dueCount -= 1 }
                         lane.remove(me)
                         refreshBits(&lane)
                         handOn(&lane, &wake)
@@ -495,7 +496,9 @@ public final class DBQueue: @unchecked Sendable {
     /// the caller then leaves the lane under its lock having taken nothing (or, if it was
     /// granted the queue concurrently, proceeds), and the call reports `EDEADLK`. Who holds the
     /// queue is derivable from the frame chains: readers and writers run inside
-    /// `ExecutionContext.run(on: queue, …)` frames.
+    /// `ExecutionContext.run(on: queue, …)` frames; a thread running asynchronous writes runs
+    /// them in such a frame too. Two other parks wait for nobody and stay outside: `settle`,
+    /// which only waits out a wake-up already decided, and the worker's idle poll.
     private func wait(_ parker: Parker, for call: DBQueueCall, until deadline: UInt64) -> WaitResult {
         guard mayWait(for: call) else { return .refused }
         return parker.park(until: deadline, spin: false) ? .woken : .timedOut
