@@ -1,0 +1,78 @@
+/// The record of a task suspended in a QueueKit wait (an `async` form of a condition-lock or DB
+/// queue call): what the wait report lists for it, and how the object it waits for wakes it.
+///
+/// A suspended task is **woken, not handed** the object: the waker flips the record from
+/// `waiting` to `woken` and resumes the continuation, leaving the object free; the task acquires
+/// when it runs again, on the thread that then runs it (ownership is per thread), and if someone
+/// took the object meanwhile it waits again from the same place in line. So a task whose
+/// executor is busy never holds anything it cannot use, and a suspended task holds nothing: it is
+/// never part of a wait-for cycle.
+///
+/// Every field but the descriptive ones is guarded by the waited-for object's own lock.
+/// Thread safety: the descriptive fields are immutable; the rest is reached under that lock.
+final class SuspendedWaiter: @unchecked Sendable {
+    enum Phase {
+        /// Queued and suspended (or about to suspend): a waker may wake it.
+        case waiting
+        /// Woken, on its way back to run: it tries to acquire when it runs; nobody wakes it again.
+        case woken
+    }
+
+    /// The QueueKit call the task waits in, for the wait report ("withLock(whenCondition:)").
+    let call: StaticString
+    /// The object waited for, described ("condition lock \"cache\"").
+    let object: String
+    /// What the task waits for beyond the object being free ("condition 3"), if anything.
+    let wanted: String?
+    /// `MonotonicClock.now()` when the wait began.
+    let since: UInt64
+
+    var phase = Phase.waiting
+    /// Set by the task's cancellation handler; the wait then ends with `CancellationError`.
+    var isCancelled = false
+    /// Set while the task is suspended; taken (set to `nil`) by whoever resumes it, exactly once.
+    /// `true`: it acquired; `false`: it was woken and must try again.
+    var continuation: UnsafeContinuation<Bool, any Error>?
+
+    init(call: StaticString, object: String, wanted: String?) {
+        self.call = call
+        self.object = object
+        self.wanted = wanted
+        self.since = MonotonicClock.now()
+    }
+
+    /// One line for the wait report: the call, the object, what it waits for, for how long.
+    func describe(now: UInt64 = MonotonicClock.now()) -> String {
+        let waited = now >= since ? (now - since) / 1_000_000 : 0
+        let what = wanted.map { ", waits for \($0)" } ?? ""
+        return "task: suspended in \(call)(\(object))\(what), for \(waited) ms, untimed, holds nothing"
+    }
+}
+
+/// Every task suspended in a QueueKit wait right now: the hook the wait report reads.
+///
+/// Registering costs a mutex round trip, paid only by waits that suspend (never on an uncontended
+/// path). Thread safety: every member may be called from any thread.
+enum SuspendedWaits {
+    private static let registry = Lock([ObjectIdentifier: SuspendedWaiter]())
+
+    /// Lists `waiter` until `unregister`.
+    static func register(_ waiter: SuspendedWaiter) {
+        registry.withLock { $0[ObjectIdentifier(waiter)] = waiter }
+    }
+
+    static func unregister(_ waiter: SuspendedWaiter) {
+        registry.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(waiter)) }
+    }
+
+    /// The suspended tasks, longest-waiting first (a snapshot).
+    static var all: [SuspendedWaiter] {
+        registry.withLock { Array($0.values) }.sorted { $0.since < $1.since }
+    }
+
+    /// One line per suspended task, longest-waiting first, for the wait report.
+    static func reportLines() -> [String] {
+        let now = MonotonicClock.now()
+        return all.map { $0.describe(now: now) }
+    }
+}
