@@ -4,7 +4,7 @@ import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
-    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() }
+    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() }
 
     // MARK: Condition lock
 
@@ -125,6 +125,31 @@ enum Catalog {
         ]
     }
 
+    // MARK: Swift concurrency
+
+    static func concurrency() -> [Row] {
+        let group = "Swift concurrency"
+        var rows: [Row] = []
+        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
+                 _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t) {
+            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
+                            operations: operations, run: run))
+        }
+
+        let read = "uncontended async read"
+        add(read, "continuation bridge (withCheckedContinuation + DispatchQueue.async)", 200_000) { bridgeRead($0) }
+        add(read, "actor method call (default executor)", 1_000_000) { defaultActorCall($0) }
+
+        let actor = "actor method call"
+        add(actor, "QueueKit actor on a Queue executor", qk: true, unit: "call", 200_000) { queueActorCall($0) }
+        add(actor, "the same actor on the default executor", unit: "call", 1_000_000) { defaultActorCall($0) }
+
+        let handOff = "contended async hand-off (\(contendingTasks) tasks)"
+        add(handOff, "QueueKit await lock.withLock {}", qk: true, unit: "section", 200_000) { conditionLockHandOff($0) }
+        add(handOff, "continuation-queue async semaphore", unit: "section", 200_000) { semaphoreHandOff($0) }
+        return rows
+    }
+
     // MARK: Targets (issues 3 and 4), keyed by workload | QueueKit row | anchor row
 
     static func target(workload: String, queueKit: String, anchor: String) -> Target? {
@@ -145,6 +170,10 @@ enum Catalog {
             return Target(limit: 0.5, source: "issue 3")
         case ("write_async (submit N, then wait)", _, "GCD dispatch_barrier_async_f"):
             return Target(limit: 1, source: "issue 3")
+        case ("uncontended async read", _, "continuation bridge (withCheckedContinuation + DispatchQueue.async)"):
+            return Target(limit: 0.25, source: "Swift concurrency")
+        case ("actor method call", _, "the same actor on the default executor"):
+            return Target(limit: 1.5, source: "Swift concurrency")
         // "Mixed 90/10 throughput from several threads ≥ both raw GCD and pthread_rwlock", as time
         // per operation ≤ 1×. Synchronous QueueKit writes are held to both anchors; asynchronous
         // ones to GCD, whose writes are asynchronous too (an asynchronous write makes every later

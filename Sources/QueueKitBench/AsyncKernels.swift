@@ -1,0 +1,187 @@
+import Dispatch
+import Glibc
+import QueueKit
+import QueueKitBenchKernels
+
+// Kernels of the Swift-concurrency rows: QueueKit's suspending waits and queue-bound actors next
+// to what Swift programs use without QueueKit (a continuation bridge onto a dispatch queue, as
+// GRDB's async accessors do; an async semaphore over a queue of continuations; an actor on the
+// default executor). Each kernel runs in a task started from the driver's (non-pool) thread.
+
+/// Runs `body` in a task and blocks the calling (non-pool) thread until it returns its sample.
+func runInTask(_ body: @escaping @Sendable () async -> qkb_sample_t) -> qkb_sample_t {
+    let done = DispatchSemaphore(value: 0)
+    let result = SampleBox()
+    Task {
+        result.sample = await body()
+        done.signal()
+    }
+    done.wait()
+    return result.sample
+}
+
+private final class SampleBox: @unchecked Sendable {
+    var sample = qkb_sample_t(ns_per_op: .nan, wakeups_per_op: -1, futile_per_op: -1)
+}
+
+private func sample(since begin: UInt64, _ n: UInt64) -> qkb_sample_t {
+    qkb_sample_t(ns_per_op: Double(qkb_now_ns() - begin) / Double(n), wakeups_per_op: -1, futile_per_op: -1)
+}
+
+/// A counter that tasks bump under the synchronisation being measured.
+private final class Count: @unchecked Sendable {
+    var value = 0
+}
+
+nonisolated(unsafe) private var asyncSink = 0
+
+// MARK: Continuation bridge
+
+/// The GRDB-style bridge: each access is a `withCheckedContinuation` whose body submits the work
+/// to a dispatch queue with `DispatchQueue.async`, which resumes the task when done.
+func bridgeRead(_ n: UInt64) -> qkb_sample_t {
+    runInTask {
+        let queue = DispatchQueue(label: "bench.bridge", attributes: .concurrent)
+        let count = Count()
+        let begin = qkb_now_ns()
+        for _ in 0..<n {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                queue.async {
+                    count.value &+= 1
+                    continuation.resume()
+                }
+            }
+        }
+        let result = sample(since: begin, n)
+        asyncSink &+= count.value
+        return result
+    }
+}
+
+// MARK: Actors
+
+/// An actor on the default executor.
+private actor DefaultActor {
+    private var count = 0
+    func bump() { count &+= 1 }
+    var total: Int { count }
+}
+
+/// The same actor on a QueueKit queue.
+private actor QueueActor {
+    private let queue: Queue
+    private var count = 0
+    init(queue: Queue) { self.queue = queue }
+    nonisolated var unownedExecutor: UnownedSerialExecutor { queue.asUnownedSerialExecutor() }
+    func bump() { count &+= 1 }
+    var total: Int { count }
+}
+
+/// `await actor.bump()` from a nonisolated task, on the default executor.
+func defaultActorCall(_ n: UInt64) -> qkb_sample_t {
+    runInTask {
+        let actor = DefaultActor()
+        let begin = qkb_now_ns()
+        for _ in 0..<n { await actor.bump() }
+        let result = sample(since: begin, n)
+        asyncSink &+= await actor.total
+        return result
+    }
+}
+
+/// `await actor.bump()` from a nonisolated task, the actor on a serial `Queue`.
+func queueActorCall(_ n: UInt64) -> qkb_sample_t {
+    runInTask {
+        let actor = QueueActor(queue: try! Queue(label: "bench.actor"))
+        let begin = qkb_now_ns()
+        for _ in 0..<n { await actor.bump() }
+        let result = sample(since: begin, n)
+        asyncSink &+= await actor.total
+        return result
+    }
+}
+
+// MARK: Contended hand-off
+
+/// An async semaphore as the `AsyncSemaphore` packages make it: a count and a FIFO of
+/// continuations under a mutex; `wait` suspends when the count is zero, `signal` resumes the
+/// first waiter.
+private final class ContinuationSemaphore: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    private var value: Int
+    private var waiters: [UnsafeContinuation<Void, Never>] = []
+    private var head = 0
+
+    init(value: Int) {
+        self.value = value
+        pthread_mutex_init(&mutex, nil)
+    }
+
+    func wait() async {
+        pthread_mutex_lock(&mutex)
+        if value > 0 {
+            value -= 1
+            pthread_mutex_unlock(&mutex)
+            return
+        }
+        await withUnsafeContinuation { continuation in
+            waiters.append(continuation)
+            pthread_mutex_unlock(&mutex)
+        }
+    }
+
+    func signal() {
+        pthread_mutex_lock(&mutex)
+        if head < waiters.count {
+            let first = waiters[head]
+            head += 1
+            if head == waiters.count {
+                waiters.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            pthread_mutex_unlock(&mutex)
+            first.resume()
+        } else {
+            value += 1
+            pthread_mutex_unlock(&mutex)
+        }
+    }
+}
+
+/// How many tasks contend in the hand-off rows.
+let contendingTasks = 4
+
+/// `contendingTasks` tasks each run their share of `n` critical sections through `enter`.
+private func contended(_ n: UInt64, _ section: @escaping @Sendable (Count) async -> Void) -> qkb_sample_t {
+    runInTask {
+        let count = Count()
+        let share = n / UInt64(contendingTasks)
+        let begin = qkb_now_ns()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<contendingTasks {
+                group.addTask { for _ in 0..<share { await section(count) } }
+            }
+        }
+        let result = sample(since: begin, share * UInt64(contendingTasks))
+        asyncSink &+= count.value
+        return result
+    }
+}
+
+/// The anchor: `await semaphore.wait()`, the section, `semaphore.signal()`.
+func semaphoreHandOff(_ n: UInt64) -> qkb_sample_t {
+    let semaphore = ContinuationSemaphore(value: 1)
+    return contended(n) { count in
+        await semaphore.wait()
+        count.value &+= 1
+        semaphore.signal()
+    }
+}
+
+/// `try await lock.withLock { }` on a condition lock.
+func conditionLockHandOff(_ n: UInt64) -> qkb_sample_t {
+    let lock = ConditionLock(condition: 0)
+    return contended(n) { count in
+        try! await lock.withLock { count.value &+= 1 }
+    }
+}
