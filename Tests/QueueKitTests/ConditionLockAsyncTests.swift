@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import QueueKit
+@testable import QueueKit
 import Testing
 
 // The condition lock's async scoped forms (API.md section 5). Tasks run on a pool of two plain
