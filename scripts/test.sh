@@ -49,6 +49,8 @@ stage find-package     consume_find_package
 stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
 stage asan-ubsan       "$ROOT/scripts/sanitizers.sh" asan
 stage valgrind         "$ROOT/scripts/sanitizers.sh" valgrind
+# The DocC documentation of the Swift module, built offline; any DocC warning fails it.
+stage docc             "$ROOT/scripts/docs.sh"
 # The benchmark's quick mode once: every row produced (no timing judged).
 stage bench-quick      bench_quick
 

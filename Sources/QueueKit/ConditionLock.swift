@@ -33,7 +33,7 @@ private enum StateBit {
 ///   take it (the release hands it over instead), so barging never overtakes a waiter that the
 ///   state satisfies: no starvation, at the price of a context switch per contended hand-off
 ///   under heavy plain-mutex contention.
-/// - **Spin, then sleep.** A waiter polls its word for a bounded time (``Parker/spinBudget``,
+/// - **Spin, then sleep.** A waiter polls its word for a bounded time (`Parker.spinBudget`,
 ///   12 µs) before it sleeps in the kernel: the first waiter in the queue polls hot for 2 µs and
 ///   then yields its CPU between polls, the ones behind it only yield. A two-thread ping-pong
 ///   thus costs well under a microsecond per round instead of two system calls and two
@@ -116,7 +116,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// Creates an unlocked lock whose condition is `condition`.
     ///
-    /// - Parameter name: a name for diagnostics (see ``name``).
+    /// - Parameters:
+    ///   - condition: the initial condition.
+    ///   - name: a name for diagnostics (see ``name``).
     public init(condition: Condition, name: String? = nil) {
         self.value = condition
         if let name { self.name = name }
@@ -176,8 +178,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// As ``lock(whenCondition:)``, giving up at `deadline`.
     ///
-    /// - Parameter deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever``
-    ///   never expires; a deadline already past tries once.
+    /// - Parameters:
+    ///   - condition: the condition the lock must have when it is acquired.
+    ///   - deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever`` never
+    ///     expires; a deadline already past tries once.
     /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
     ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     public func lock(whenCondition condition: Condition, before deadline: UInt64) throws(QueueKitError) {
@@ -236,7 +240,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// When `body` throws, the lock is released with the condition unchanged and the error is
     /// rethrown.
     ///
-    /// - Parameter deadline: as in ``lock(whenCondition:before:)-(_,UInt64)``; forever by default.
+    /// - Parameters:
+    ///   - condition: the condition the lock must have when `body` runs.
+    ///   - deadline: as in ``lock(whenCondition:before:)-(_,UInt64)``; forever by default.
+    ///   - body: runs holding the lock; returns the condition to release it with.
     /// - Throws: what `body` throws, or the ``QueueKitError`` of acquiring (`body` did not run).
     public func withLock(
         whenCondition condition: Condition,
