@@ -204,6 +204,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     public func unlock() throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
         owner.store(0, ordering: .relaxed)
+        qkshim_condlocks_held_add(-1)
         if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
             return
         }
@@ -218,6 +219,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     public func unlock(withCondition condition: Condition) throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
         owner.store(0, ordering: .relaxed)
+        qkshim_condlocks_held_add(-1)
         release(setting: condition)
     }
 
@@ -351,11 +353,12 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         return true
     }
 
-    /// Bookkeeping of the new holder: owner and counters (only the holder writes them, so a load
-    /// and a store suffice).
+    /// Bookkeeping of the new holder: owner, counters (only the holder writes them, so a load
+    /// and a store suffice) and the thread's count of held condition locks.
     @inline(__always)
     private func didAcquire(by thread: UInt64, waited: Bool) {
         owner.store(thread, ordering: .relaxed)
+        qkshim_condlocks_held_add(1)
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
             contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)

@@ -14,6 +14,7 @@
 
 __thread void *qkshim_tls_frame QKSHIM_TLS;
 __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
+__thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
 
 void *_Atomic qkshim_main_frame;
 _Atomic bool qkshim_main_released;

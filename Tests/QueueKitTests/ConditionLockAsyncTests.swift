@@ -89,7 +89,17 @@ import Testing
         let pool = ThreadPool(threads: 2)
         defer { #expect(pool.shutdown()) }
         let lock = ConditionLock(condition: 0)
-        try lock.lock()
+        // Ownership is per thread and this test function may change threads at an await: a
+        // plain thread holds the lock.
+        let held = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let holder = spawn {
+            try? lock.lock()
+            held.signal()
+            _ = waits(for: release)
+            try? lock.unlock(withCondition: 5)
+        }
+        #expect(waits(for: held))
         let order = Recorder()
         let first = Task(executorPreference: pool) {
             try await lock.withLock(whenCondition: 5) {
@@ -118,7 +128,8 @@ import Testing
         #expect(lock.waiterCount == 1)
         #expect(lock.isLocked)
         // The release for 5 goes to the one still in line.
-        try lock.unlock(withCondition: 5)
+        release.signal()
+        #expect(waits(for: holder))
         #expect(try await withWatchdog { try await second.value; return true } == true)
         #expect(order.events == ["second"])
         #expect(lock.condition == 7)

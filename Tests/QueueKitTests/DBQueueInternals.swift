@@ -11,6 +11,9 @@ enum DBQueueInternals {
     /// Writes queued and not started yet: a writer that is really waiting shows here.
     static func pendingWrites(_ db: OpaquePointer) -> Int { object(db).pendingWriteCount }
 
+    /// Readers and writers waiting in the lane.
+    static func waitingCalls(_ db: OpaquePointer) -> Int { object(db).waitingCallCount }
+
     /// Installs the hook the last reader calls after it left and before it starts a due write.
     static func setHookBeforeLastReaderStarts(_ db: OpaquePointer, _ hook: (() -> Void)?) {
         object(db).testHookBeforeLastReaderStarts = hook

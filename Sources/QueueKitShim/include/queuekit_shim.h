@@ -42,6 +42,12 @@ static inline void qkshim_frame_set(void *frame) { qkshim_tls_frame = frame; }
 /* Assigns the calling thread its number (slow path of qkshim_thread_id). */
 uint64_t qkshim_thread_id_assign(void);
 
+/* How many condition locks the calling thread holds: a thread that holds one never runs other
+ * threads' work (a DB queue's pending writes) while it waits. */
+extern __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
+static inline uint32_t qkshim_condlocks_held(void) { return qkshim_tls_condlocks_held; }
+static inline void qkshim_condlocks_held_add(int32_t delta) { qkshim_tls_condlocks_held += (uint32_t)delta; }
+
 /* A non-zero number unique to the calling thread among live threads. */
 static inline uint64_t qkshim_thread_id(void) {
     uint64_t id = qkshim_tls_thread_id;
