@@ -41,6 +41,30 @@ final class SuspendedWaiter: @unchecked Sendable {
         self.since = MonotonicClock.now()
     }
 
+    /// Stores the continuation of a task about to suspend (under the object's lock).
+    func suspend(with continuation: UnsafeContinuation<Bool, any Error>) {
+        phase = .waiting
+        self.continuation = continuation
+    }
+
+    /// Marks the task woken and hands out its continuation to resume (under the object's lock);
+    /// `nil` when it is not suspended.
+    func takeContinuationForWakeUp() -> UnsafeContinuation<Bool, any Error>? {
+        guard phase == .waiting, let continuation else { return nil }
+        phase = .woken
+        self.continuation = nil
+        return continuation
+    }
+
+    /// Marks the task cancelled and, when it is suspended, hands out its continuation to resume
+    /// with `CancellationError` (under the object's lock); `nil` when it is on its way to run.
+    func cancel() -> UnsafeContinuation<Bool, any Error>? {
+        isCancelled = true
+        guard phase == .waiting, let continuation else { return nil }
+        self.continuation = nil
+        return continuation
+    }
+
     /// One line for the wait report: the call, the object, what it waits for, for how long.
     func describe(now: UInt64 = MonotonicClock.now()) -> String {
         let waited = now >= since ? (now - since) / 1_000_000 : 0
