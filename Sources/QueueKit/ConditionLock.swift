@@ -489,12 +489,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
             return
         }
         if let task = chosen.pointee.task {
-            let continuation = task._withUnsafeGuaranteedRef { record -> UnsafeContinuation<Bool, any Error>? in
-                guard record.phase == .waiting else { return nil }
-                record.phase = .woken
-                defer { record.continuation = nil }
-                return record.continuation
-            }
+            let continuation = task._withUnsafeGuaranteedRef { $0.takeContinuationForWakeUp() }
             releaseGuard(held ? .drop : .keep)
             continuation?.resume(returning: false)
             return
@@ -587,10 +582,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
             // A plain lock took it meanwhile; we still hold the guard: wait below.
         }
         if !node.pointee.isQueued { append(node) }
-        record._withUnsafeGuaranteedRef {
-            $0.phase = .waiting
-            $0.continuation = continuation
-        }
+        record._withUnsafeGuaranteedRef { $0.suspend(with: continuation) }
         releaseGuard(.keep)
     }
 
@@ -598,12 +590,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// and resumed with `CancellationError`; one already woken finds out when it runs.
     private func cancelWait(_ node: UnsafeMutablePointer<Waiter>) {
         acquireGuard()
-        let continuation = node.pointee.task!._withUnsafeGuaranteedRef { record -> UnsafeContinuation<Bool, any Error>? in
-            record.isCancelled = true
-            guard record.phase == .waiting, let continuation = record.continuation else { return nil }
-            record.continuation = nil
-            return continuation
-        }
+        let continuation = node.pointee.task!._withUnsafeGuaranteedRef { $0.cancel() }
         if continuation != nil { unlink(node) }
         releaseGuard(.keep)
         continuation?.resume(throwing: CancellationError())

@@ -35,6 +35,21 @@ private final class Count: @unchecked Sendable {
 
 nonisolated(unsafe) private var asyncSink = 0
 
+// MARK: Uncontended
+
+/// `try await db.read {}` from a nonisolated task, nobody else using the queue.
+func asyncDBQueueRead(_ n: UInt64) -> qkb_sample_t {
+    runInTask {
+        let db = try! DBQueue(label: "bench.async.read")
+        let count = Count()
+        let begin = qkb_now_ns()
+        for _ in 0..<n { try! await db.read { count.value &+= 1 } }
+        let result = sample(since: begin, n)
+        asyncSink &+= count.value
+        return result
+    }
+}
+
 // MARK: Continuation bridge
 
 /// The GRDB-style bridge: each access is a `withCheckedContinuation` whose body submits the work
@@ -175,6 +190,14 @@ func semaphoreHandOff(_ n: UInt64) -> qkb_sample_t {
         await semaphore.wait()
         count.value &+= 1
         semaphore.signal()
+    }
+}
+
+/// `try await db.write { }` on a DB queue.
+func dbQueueWriteHandOff(_ n: UInt64) -> qkb_sample_t {
+    let db = try! DBQueue(label: "bench.async.write")
+    return contended(n) { count in
+        try! await db.write { count.value &+= 1 }
     }
 }
 

@@ -137,6 +137,7 @@ enum Catalog {
         }
 
         let read = "uncontended async read"
+        add(read, "QueueKit await db.read {}", qk: true, 2_000_000) { asyncDBQueueRead($0) }
         add(read, "continuation bridge (withCheckedContinuation + DispatchQueue.async)", 200_000) { bridgeRead($0) }
         add(read, "actor method call (default executor)", 1_000_000) { defaultActorCall($0) }
 
@@ -145,6 +146,7 @@ enum Catalog {
         add(actor, "the same actor on the default executor", unit: "call", 1_000_000) { defaultActorCall($0) }
 
         let handOff = "contended async hand-off (\(contendingTasks) tasks)"
+        add(handOff, "QueueKit await db.write {}", qk: true, unit: "section", 200_000) { dbQueueWriteHandOff($0) }
         add(handOff, "QueueKit await lock.withLock {}", qk: true, unit: "section", 200_000) { conditionLockHandOff($0) }
         add(handOff, "continuation-queue async semaphore", unit: "section", 200_000) { semaphoreHandOff($0) }
         return rows
