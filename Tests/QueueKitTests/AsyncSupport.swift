@@ -53,27 +53,36 @@ final class ThreadPool: TaskExecutor, @unchecked Sendable {
     /// Lets the threads finish once the queued jobs ran; waits for them (bounded). Call it when
     /// no task pinned to the pool can still run.
     func shutdown(within timeout: TimeInterval = testTimeout) -> Bool {
+        stop()
+        for _ in 0..<size where !waits(for: finished, within: timeout) { return false }
+        return true
+    }
+
+    /// As `shutdown`, without waiting for the threads to end.
+    func stop() {
         condition.lock()
         stopping = true
         condition.broadcast()
         condition.unlock()
-        for _ in 0..<size where !waits(for: finished, within: timeout) { return false }
-        return true
     }
 }
 
 /// Runs `body` in a new task and waits at most `timeout` seconds for it, without occupying a
-/// thread of any Swift concurrency pool while waiting (the timer is a dispatch timer). Returns
-/// the body's result, or nil when it did not finish in time (the test has failed: the task is
-/// left behind).
+/// thread of any Swift concurrency pool while waiting (the timer is a dispatch timer). The task
+/// runs on threads of its own: the global pool may be busy with other tests' blocking waits
+/// (Swift Testing runs tests in parallel), which must not count against this one. Returns the
+/// body's result, or nil when it did not finish in time (the test has failed: the task and its
+/// threads are left behind).
 func withWatchdog<T: Sendable>(
     seconds timeout: TimeInterval = testTimeout,
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T? {
     let once = Once()
+    let pool = ThreadPool(threads: 2)
+    defer { pool.stop() }
     let outcome: Result<T, any Error>? = await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<T, any Error>?, Never>) in
         let resume = UncheckedBox(continuation)
-        Task {
+        Task(executorPreference: pool) {
             let result: Result<T, any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }
             if once.claim() { resume.value.resume(returning: result) }

@@ -189,11 +189,13 @@ import Testing
     }
 
     @Test func theBodyRunsInTheCallersIsolation() async throws {
+        let pool = ThreadPool(threads: 1)
+        defer { #expect(pool.shutdown()) }
         let queue = try Queue(label: "condlock.actor")
         let lock = ConditionLock(condition: 0)
         let holder = LockUser(queue: queue, lock: lock)
         try lock.lock()
-        let task = Task { try await holder.increment(when: 0) }
+        let task = Task(executorPreference: pool) { try await holder.increment(when: 0) }
         #expect(eventually { lock.waiterCount == 1 })
         try lock.unlock()
         let seen = try await withWatchdog { try await task.value }
