@@ -222,11 +222,16 @@ public final class DBQueue: @unchecked Sendable {
         return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
     }
 
-    /// Queues a write; returns at once. Lock-free: one exchange to queue it, one atomic add that
-    /// closes the queue to later arrivals until it has run.
+    /// Queues a write; returns at once. Lock-free: one atomic add that closes the queue to later
+    /// arrivals until the write has run, then one exchange to queue it.
+    ///
+    /// The count comes first: every write ahead of this one in the queue was counted before it
+    /// was queued, so a call that counts the pending writes (`asyncTarget`) after this returned
+    /// covers this write and every write ahead of it. (Queued first, a write counted later could
+    /// be run in place of a write counted earlier, and a read could slip in between.)
     func writeAsync(_ work: CWork) {
-        writes.push(work)
         let before = state.add(Bits.oneAsync, ordering: .sequentiallyConsistent).oldValue
+        writes.push(work)
         // The first pending write makes sure a worker exists; a lingering one finds it by polling.
         if Bits.asyncCount(before) == 0 && drainer.load(ordering: .sequentiallyConsistent) == Self.drainerIdle {
             startDrainer()
