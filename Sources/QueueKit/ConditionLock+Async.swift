@@ -52,3 +52,12 @@ extension ConditionLock {
         return try body()
     }
 }
+
+extension ConditionLock: SuspendedWaitObject {
+    var waitReportName: String { "condition lock \"\(name)\"" }
+
+    func describeWanted(_ wanted: (any Sendable)?) -> String? {
+        guard let wanted else { return nil }
+        return "condition \(wanted), now \(condition)\(isLocked ? "" : ", lock free")"
+    }
+}

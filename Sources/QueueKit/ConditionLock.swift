@@ -520,9 +520,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         if owner.load(ordering: .relaxed) == qkshim_thread_id() { throw QueueKitError.wouldDeadlock }
         if wanted == nil ? acquireIfIdle() : tryTake(wanted: wanted) { return }
 
-        let record = SuspendedWaiter(
-            call: call, object: "condition lock \"\(name)\"",
-            wanted: wanted.map { "condition \($0)" })
+        let record = SuspendedWaiter(call: call, object: self, wanted: wanted)
         let node = UnsafeMutablePointer<Waiter>.allocate(capacity: 1)
         node.initialize(to: Waiter(parker: nil, threadID: 0, wanted: wanted, task: .passUnretained(record)))
         SuspendedWaits.register(record)

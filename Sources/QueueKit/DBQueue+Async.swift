@@ -63,3 +63,12 @@ extension DBQueue {
         try await acquireSuspending(want, call: call, target: asyncTarget(), isolation: isolation)
     }
 }
+
+extension DBQueue: SuspendedWaitObject {
+    var waitReportName: String { "DB queue \"\(queue.label)\"" }
+
+    /// A flush waits for the writes up to its target.
+    func describeWanted(_ wanted: (any Sendable)?) -> String? {
+        (wanted as? UInt64).map { "its writes to run (\($0) submitted before it)" }
+    }
+}

@@ -512,8 +512,7 @@ public final class DBQueue: @unchecked Sendable {
     /// threads' asynchronous writes (the worker does): its thread belongs to its executor.
     func acquireSuspending(_ want: SuspendedWant, call: DBQueueCall, target: UInt64,
                            isolation: isolated (any Actor)?) async throws {
-        let record = SuspendedWaiter(call: call.name, object: "DB queue \"\(queue.label)\"",
-                                     wanted: want == .completion ? "its writes to run" : nil)
+        let record = SuspendedWaiter(call: call.name, object: self, wanted: want == .completion ? target : nil)
         let since = MonotonicClock.now()
         let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
         word.initialize(to: Parker.idle)

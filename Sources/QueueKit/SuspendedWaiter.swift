@@ -20,10 +20,11 @@ final class SuspendedWaiter: @unchecked Sendable {
 
     /// The QueueKit call the task waits in, for the wait report ("withLock(whenCondition:)").
     let call: StaticString
-    /// The object waited for, described ("condition lock \"cache\"").
-    let object: String
-    /// What the task waits for beyond the object being free ("condition 3"), if anything.
-    let wanted: String?
+    /// The object waited for; described only when a report is made (a wait that suspends pays
+    /// for no string formatting).
+    let object: any SuspendedWaitObject
+    /// What the task waits for beyond the object being free (a condition value), if anything.
+    let wanted: (any Sendable)?
     /// `MonotonicClock.now()` when the wait began.
     let since: UInt64
 
@@ -34,7 +35,7 @@ final class SuspendedWaiter: @unchecked Sendable {
     /// `true`: it acquired; `false`: it was woken and must try again.
     var continuation: UnsafeContinuation<Bool, any Error>?
 
-    init(call: StaticString, object: String, wanted: String?) {
+    init(call: StaticString, object: any SuspendedWaitObject, wanted: (any Sendable)?) {
         self.call = call
         self.object = object
         self.wanted = wanted
@@ -68,9 +69,17 @@ final class SuspendedWaiter: @unchecked Sendable {
     /// One line for the wait report: the call, the object, what it waits for, for how long.
     func describe(now: UInt64 = MonotonicClock.now()) -> String {
         let waited = now >= since ? (now - since) / 1_000_000 : 0
-        let what = wanted.map { ", waits for \($0)" } ?? ""
-        return "task: suspended in \(call)(\(object))\(what), for \(waited) ms, untimed, holds nothing"
+        let what = object.describeWanted(wanted).map { ", waits for \($0)" } ?? ""
+        return "task: suspended in \(call)(\(object.waitReportName))\(what), for \(waited) ms, untimed, holds nothing"
     }
+}
+
+/// An object a task can wait for, as the wait report names it.
+protocol SuspendedWaitObject: AnyObject, Sendable {
+    /// Kind and name, e.g. `condition lock "cache"`.
+    var waitReportName: String { get }
+    /// What a waiter wants beyond the object being free, e.g. "condition 3, now 2".
+    func describeWanted(_ wanted: (any Sendable)?) -> String?
 }
 
 /// Every task suspended in a QueueKit wait right now: the hook the wait report reads.

@@ -42,7 +42,7 @@ import Testing
     @Test func aTaskWaitingForThreeIsNotWokenByTwo() async throws {
         let pool = ThreadPool(threads: 1)
         defer { #expect(pool.shutdown()) }
-        let lock = ConditionLock(condition: 0)
+        let lock = ConditionLock(condition: 0, name: "three")
         let ran = Shared(false)
         let waiter = Task(executorPreference: pool) {
             try await lock.withLock(whenCondition: 3) {
@@ -56,6 +56,10 @@ import Testing
         let probe = try await withWatchdog { await Task(executorPreference: pool) { lock.waiterCount }.value }
         #expect(probe == 1)
         #expect(!ran.value)
+        // The wait report's hook lists the suspended task, holding nothing.
+        let line = SuspendedWaits.reportLines().first { $0.contains("condition lock \"three\"") }
+        #expect(line?.hasPrefix("task: suspended in withLock(whenCondition:)(condition lock \"three\"), waits for condition 3, now 2, lock free, for ") == true)
+        #expect(line?.hasSuffix("ms, untimed, holds nothing") == true)
         #expect(lock.stats.wakeups == 0)
         try lock.set(3)
         #expect(try await withWatchdog { try await waiter.value; return true } == true)

@@ -146,7 +146,7 @@ private final class WriteHolder: Sendable {
         }
         #expect(waits(for: started))
         let flush = Task(executorPreference: pool) { try await db.flush() }
-        #expect(eventually { SuspendedWaits.all.contains { $0.object == "DB queue \"async.flush\"" } })
+        #expect(eventually { SuspendedWaits.all.contains { $0.object === db } })
         #expect(!ran.value)
         gate.signal()
         #expect(try await withWatchdog { try await flush.value; return true } == true)
