@@ -92,6 +92,38 @@ private actor QueueActor {
     var total: Int { count }
 }
 
+/// A bare serial executor over a dispatch queue (what an actor on a queue costs without QueueKit's
+/// identity frames): each job is one `DispatchQueue.async`.
+private final class DispatchExecutor: SerialExecutor, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "bench.actor.dispatch")
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+    }
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor { UnownedSerialExecutor(ordinary: self) }
+}
+
+/// The same actor on the bare dispatch executor.
+private actor DispatchActor {
+    private let executor = DispatchExecutor()
+    private var count = 0
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    func bump() { count &+= 1 }
+    var total: Int { count }
+}
+
+/// `await actor.bump()` from a nonisolated task, the actor on a bare `DispatchQueue` executor.
+func dispatchActorCall(_ n: UInt64) -> qkb_sample_t {
+    runInTask {
+        let actor = DispatchActor()
+        let begin = qkb_now_ns()
+        for _ in 0..<n { await actor.bump() }
+        let result = sample(since: begin, n)
+        asyncSink &+= await actor.total
+        return result
+    }
+}
+
 /// `await actor.bump()` from a nonisolated task, on the default executor.
 func defaultActorCall(_ n: UInt64) -> qkb_sample_t {
     runInTask {

@@ -144,6 +144,7 @@ enum Catalog {
         let actor = "actor method call"
         add(actor, "QueueKit actor on a Queue executor", qk: true, unit: "call", 200_000) { queueActorCall($0) }
         add(actor, "the same actor on the default executor", unit: "call", 1_000_000) { defaultActorCall($0) }
+        add(actor, "the same actor on a bare DispatchQueue executor", unit: "call", 200_000) { dispatchActorCall($0) }
 
         let handOff = "contended async hand-off (\(contendingTasks) tasks)"
         add(handOff, "QueueKit await db.write {}", qk: true, unit: "section", 200_000) { dbQueueWriteHandOff($0) }
