@@ -24,14 +24,7 @@ extension ConditionLock {
         _ body: () throws -> Condition
     ) async throws {
         try await acquireSuspending(wanted: condition, call: "withLock(whenCondition:)", isolation: isolation)
-        let next: Condition
-        do {
-            next = try body()
-        } catch {
-            try? unlock()
-            throw error
-        }
-        try unlock(withCondition: next)
+        try runHeld(body)
     }
 
     /// Runs `body` holding the lock whatever the condition, which it keeps, and returns its result;

@@ -253,6 +253,12 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         _ body: () throws -> Condition
     ) throws {
         try lock(whenCondition: condition, before: deadline)
+        try runHeld(body)
+    }
+
+    /// Runs `body` in the lock the calling thread has just acquired, then releases it with the
+    /// condition `body` returns, or unchanged when `body` throws (rethrown).
+    func runHeld(_ body: () throws -> Condition) throws {
         let next: Condition
         do {
             next = try body()

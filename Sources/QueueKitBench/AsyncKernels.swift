@@ -75,15 +75,21 @@ func bridgeRead(_ n: UInt64) -> qkb_sample_t {
 
 // MARK: Actors
 
+/// The actors of the actor rows: one method call is measured.
+private protocol Bumping: Actor {
+    func bump()
+    var total: Int { get }
+}
+
 /// An actor on the default executor.
-private actor DefaultActor {
+private actor DefaultActor: Bumping {
     private var count = 0
     func bump() { count &+= 1 }
     var total: Int { count }
 }
 
 /// The same actor on a QueueKit queue.
-private actor QueueActor {
+private actor QueueActor: Bumping {
     private let queue: Queue
     private var count = 0
     init(queue: Queue) { self.queue = queue }
@@ -104,7 +110,7 @@ private final class DispatchExecutor: SerialExecutor, @unchecked Sendable {
 }
 
 /// The same actor on the bare dispatch executor.
-private actor DispatchActor {
+private actor DispatchActor: Bumping {
     private let executor = DispatchExecutor()
     private var count = 0
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
@@ -112,10 +118,10 @@ private actor DispatchActor {
     var total: Int { count }
 }
 
-/// `await actor.bump()` from a nonisolated task, the actor on a bare `DispatchQueue` executor.
-func dispatchActorCall(_ n: UInt64) -> qkb_sample_t {
+/// `await actor.bump()` from a nonisolated task, `n` times.
+private func actorCall(_ n: UInt64, _ make: @escaping @Sendable () -> any Bumping) -> qkb_sample_t {
     runInTask {
-        let actor = DispatchActor()
+        let actor = make()
         let begin = qkb_now_ns()
         for _ in 0..<n { await actor.bump() }
         let result = sample(since: begin, n)
@@ -124,29 +130,14 @@ func dispatchActorCall(_ n: UInt64) -> qkb_sample_t {
     }
 }
 
-/// `await actor.bump()` from a nonisolated task, on the default executor.
-func defaultActorCall(_ n: UInt64) -> qkb_sample_t {
-    runInTask {
-        let actor = DefaultActor()
-        let begin = qkb_now_ns()
-        for _ in 0..<n { await actor.bump() }
-        let result = sample(since: begin, n)
-        asyncSink &+= await actor.total
-        return result
-    }
-}
+/// The actor on the default executor.
+func defaultActorCall(_ n: UInt64) -> qkb_sample_t { actorCall(n) { DefaultActor() } }
 
-/// `await actor.bump()` from a nonisolated task, the actor on a serial `Queue`.
-func queueActorCall(_ n: UInt64) -> qkb_sample_t {
-    runInTask {
-        let actor = QueueActor(queue: try! Queue(label: "bench.actor"))
-        let begin = qkb_now_ns()
-        for _ in 0..<n { await actor.bump() }
-        let result = sample(since: begin, n)
-        asyncSink &+= await actor.total
-        return result
-    }
-}
+/// The actor on a serial `Queue`.
+func queueActorCall(_ n: UInt64) -> qkb_sample_t { actorCall(n) { QueueActor(queue: try! Queue(label: "bench.actor")) } }
+
+/// The actor on a bare `DispatchQueue` executor.
+func dispatchActorCall(_ n: UInt64) -> qkb_sample_t { actorCall(n) { DispatchActor() } }
 
 // MARK: Contended hand-off
 

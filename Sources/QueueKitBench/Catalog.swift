@@ -10,12 +10,7 @@ enum Catalog {
 
     static func conditionLock() -> [Row] {
         let group = "condition lock"
-        var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
-                 _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
-                            operations: operations, run: run))
-        }
+        var rows = RowGroup(group: group)
         func qk(_ body: @escaping (qkb_condlock_ops_t) -> qkb_sample_t) -> qkb_sample_t {
             let ops = qkb_qk_condlock_ops(0)
             defer { qkb_qk_condlock_free(ops) }
@@ -28,72 +23,67 @@ enum Catalog {
         }
 
         let lock = "uncontended lock+unlock"
-        add(lock, "QueueKit qk_condlock_lock/unlock", qk: true, 4_000_000) { qkb_qk_lock_uncontended($0) }
-        add(lock, "pthread_mutex", 4_000_000) { qkb_mutex_uncontended($0) }
+        rows.add(lock, "QueueKit qk_condlock_lock/unlock", qk: true, 4_000_000) { qkb_qk_lock_uncontended($0) }
+        rows.add(lock, "pthread_mutex", 4_000_000) { qkb_mutex_uncontended($0) }
 
         let when = "uncontended lock_when+unlock_with"
-        add(when, "QueueKit", qk: true, 4_000_000) { qkb_qk_lock_when_uncontended($0) }
-        add(when, "pthread mutex+condvar broadcast", 4_000_000) { qkb_pt_lock_when_uncontended($0) }
-        add(when, "Foundation NSConditionLock", 1_000_000) { n in FoundationAnchors.with { qkb_ops_uncontended($0, n) } }
+        rows.add(when, "QueueKit", qk: true, 4_000_000) { qkb_qk_lock_when_uncontended($0) }
+        rows.add(when, "pthread mutex+condvar broadcast", 4_000_000) { qkb_pt_lock_when_uncontended($0) }
+        rows.add(when, "Foundation NSConditionLock", 1_000_000) { n in FoundationAnchors.with { qkb_ops_uncontended($0, n) } }
 
         let pingPong = "ping-pong round (2 threads)"
-        add(pingPong, "QueueKit", qk: true, unit: "round", 40_000) { n in qk { qkb_pingpong($0, n) } }
-        add(pingPong, "pthread mutex+condvar broadcast", unit: "round", 10_000) { n in pt { qkb_pingpong($0, n) } }
-        add(pingPong, "Foundation NSConditionLock", unit: "round", 5_000) { n in FoundationAnchors.with { qkb_pingpong($0, n) } }
+        rows.add(pingPong, "QueueKit", qk: true, unit: "round", 40_000) { n in qk { qkb_pingpong($0, n) } }
+        rows.add(pingPong, "pthread mutex+condvar broadcast", unit: "round", 10_000) { n in pt { qkb_pingpong($0, n) } }
+        rows.add(pingPong, "Foundation NSConditionLock", unit: "round", 5_000) { n in FoundationAnchors.with { qkb_pingpong($0, n) } }
 
         for k in [4, 8, 32] {
             let chain = "chain of \(k) threads"
             let k32 = Int32(k)
-            add(chain, "QueueKit", qk: true, unit: "hand-off", 20_000) { n in qk { qkb_chain($0, k32, n) } }
-            add(chain, "pthread mutex+condvar broadcast", unit: "hand-off", k == 32 ? 3_200 : 8_000) { n in
+            rows.add(chain, "QueueKit", qk: true, unit: "hand-off", 20_000) { n in qk { qkb_chain($0, k32, n) } }
+            rows.add(chain, "pthread mutex+condvar broadcast", unit: "hand-off", k == 32 ? 3_200 : 8_000) { n in
                 pt { qkb_chain($0, k32, n) }
             }
-            add(chain, "Foundation NSConditionLock", unit: "hand-off", k == 32 ? 1_600 : 4_000) { n in
+            rows.add(chain, "Foundation NSConditionLock", unit: "hand-off", k == 32 ? 1_600 : 4_000) { n in
                 FoundationAnchors.with { qkb_chain($0, k32, n) }
             }
         }
 
         let prodCons = "producer/consumer, 1-slot buffer, 2P+2C"
-        add(prodCons, "QueueKit", qk: true, unit: "item", 40_000) { n in qk { qkb_prodcons($0, 2, n) } }
-        add(prodCons, "pthread mutex+condvar broadcast", unit: "item", 10_000) { n in pt { qkb_prodcons($0, 2, n) } }
-        add(prodCons, "Foundation NSConditionLock", unit: "item", 5_000) { n in FoundationAnchors.with { qkb_prodcons($0, 2, n) } }
-        return rows
+        rows.add(prodCons, "QueueKit", qk: true, unit: "item", 40_000) { n in qk { qkb_prodcons($0, 2, n) } }
+        rows.add(prodCons, "pthread mutex+condvar broadcast", unit: "item", 10_000) { n in pt { qkb_prodcons($0, 2, n) } }
+        rows.add(prodCons, "Foundation NSConditionLock", unit: "item", 5_000) { n in FoundationAnchors.with { qkb_prodcons($0, 2, n) } }
+        return rows.rows
     }
 
     // MARK: DB queue
 
     static func dbQueue() -> [Row] {
         let group = "DB queue"
-        var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
-                 _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
-                            operations: operations, run: run))
-        }
+        var rows = RowGroup(group: group)
 
         let read = "uncontended read"
-        add(read, "QueueKit qk_dbqueue_read", qk: true, 4_000_000) { qkb_qk_read($0) }
-        add(read, "pthread_rwlock rdlock+unlock", 4_000_000) { qkb_rwlock_read($0) }
-        add(read, "GCD dispatch_sync_f (concurrent)", 4_000_000) { qkb_gcd_sync_read($0) }
-        add(read, "seed get_specific+dispatch_sync_f", 4_000_000) { qkb_seed_read($0) }
+        rows.add(read, "QueueKit qk_dbqueue_read", qk: true, 4_000_000) { qkb_qk_read($0) }
+        rows.add(read, "pthread_rwlock rdlock+unlock", 4_000_000) { qkb_rwlock_read($0) }
+        rows.add(read, "GCD dispatch_sync_f (concurrent)", 4_000_000) { qkb_gcd_sync_read($0) }
+        rows.add(read, "seed get_specific+dispatch_sync_f", 4_000_000) { qkb_seed_read($0) }
 
         let swiftRead = "uncontended read, Swift API"
-        add(swiftRead, "QueueKit DBQueue.read {}", qk: true, 4_000_000) { swiftDBQueueRead($0) }
-        add(swiftRead, "DispatchQueue.sync {} (concurrent)", 2_000_000) { swiftDispatchSync($0) }
+        rows.add(swiftRead, "QueueKit DBQueue.read {}", qk: true, 4_000_000) { swiftDBQueueRead($0) }
+        rows.add(swiftRead, "DispatchQueue.sync {} (concurrent)", 2_000_000) { swiftDispatchSync($0) }
 
         let nested = "nested read (inside a read)"
-        add(nested, "QueueKit qk_dbqueue_read", qk: true, 4_000_000) { qkb_qk_nested_read($0) }
-        add(nested, "the work alone (direct call)", 4_000_000) { qkb_direct_call($0) }
-        add(nested, "pthread_rwlock recursive rdlock", 4_000_000) { qkb_rwlock_nested_read($0) }
-        add(nested, "seed get_specific, inline", 4_000_000) { qkb_seed_nested_read($0) }
+        rows.add(nested, "QueueKit qk_dbqueue_read", qk: true, 4_000_000) { qkb_qk_nested_read($0) }
+        rows.add(nested, "the work alone (direct call)", 4_000_000) { qkb_direct_call($0) }
+        rows.add(nested, "pthread_rwlock recursive rdlock", 4_000_000) { qkb_rwlock_nested_read($0) }
+        rows.add(nested, "seed get_specific, inline", 4_000_000) { qkb_seed_nested_read($0) }
 
         let async = "write_async (submit N, then wait)"
-        add(async, "QueueKit qk_dbqueue_write_async", qk: true, 200_000) { qkb_qk_write_async($0) }
-        add(async, "GCD dispatch_barrier_async_f", 200_000) { qkb_gcd_barrier_async($0) }
+        rows.add(async, "QueueKit qk_dbqueue_write_async", qk: true, 200_000) { qkb_qk_write_async($0) }
+        rows.add(async, "GCD dispatch_barrier_async_f", 200_000) { qkb_gcd_barrier_async($0) }
 
         let write = "uncontended synchronous write"
-        add(write, "QueueKit qk_dbqueue_write", qk: true, 2_000_000) { qkb_qk_write($0) }
-        add(write, "pthread_rwlock wrlock+unlock", 4_000_000) { qkb_rwlock_write($0) }
+        rows.add(write, "QueueKit qk_dbqueue_write", qk: true, 2_000_000) { qkb_qk_write($0) }
+        rows.add(write, "pthread_rwlock wrlock+unlock", 4_000_000) { qkb_rwlock_write($0) }
 
         for percent in [10, 50] {
             for threads in [1, 2, 4, 8] {
@@ -101,14 +91,14 @@ enum Catalog {
                 let t = Int32(threads), p = Int32(percent)
                 let n: UInt64 = percent == 10 ? 800_000 : 400_000
                 func mix(_ impl: qkb_mix_impl_t) -> (UInt64) -> qkb_sample_t { { qkb_mixed(impl, t, p, $0) } }
-                add(mixed, "QueueKit read + write_async", qk: true, n, mix(QKB_MIX_QK_ASYNC))
-                add(mixed, "QueueKit read + write", qk: true, n, mix(QKB_MIX_QK_SYNC))
-                add(mixed, "pthread_rwlock", n, mix(QKB_MIX_RWLOCK))
-                add(mixed, "GCD sync + barrier_async", n / 4, mix(QKB_MIX_GCD))
-                add(mixed, "seed get_specific+sync, barrier_async", n / 4, mix(QKB_MIX_SEED))
+                rows.add(mixed, "QueueKit read + write_async", qk: true, n, mix(QKB_MIX_QK_ASYNC))
+                rows.add(mixed, "QueueKit read + write", qk: true, n, mix(QKB_MIX_QK_SYNC))
+                rows.add(mixed, "pthread_rwlock", n, mix(QKB_MIX_RWLOCK))
+                rows.add(mixed, "GCD sync + barrier_async", n / 4, mix(QKB_MIX_GCD))
+                rows.add(mixed, "seed get_specific+sync, barrier_async", n / 4, mix(QKB_MIX_SEED))
             }
         }
-        return rows
+        return rows.rows
     }
 
     // MARK: Identity
@@ -129,28 +119,23 @@ enum Catalog {
 
     static func concurrency() -> [Row] {
         let group = "Swift concurrency"
-        var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
-                 _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
-                            operations: operations, run: run))
-        }
+        var rows = RowGroup(group: group)
 
         let read = "uncontended async read"
-        add(read, "QueueKit await db.read {}", qk: true, 2_000_000) { asyncDBQueueRead($0) }
-        add(read, "continuation bridge (withCheckedContinuation + DispatchQueue.async)", 200_000) { bridgeRead($0) }
-        add(read, "actor method call (default executor)", 1_000_000) { defaultActorCall($0) }
+        rows.add(read, "QueueKit await db.read {}", qk: true, 2_000_000) { asyncDBQueueRead($0) }
+        rows.add(read, "continuation bridge (withCheckedContinuation + DispatchQueue.async)", 200_000) { bridgeRead($0) }
+        rows.add(read, "actor method call (default executor)", 1_000_000) { defaultActorCall($0) }
 
         let actor = "actor method call"
-        add(actor, "QueueKit actor on a Queue executor", qk: true, unit: "call", 200_000) { queueActorCall($0) }
-        add(actor, "the same actor on the default executor", unit: "call", 1_000_000) { defaultActorCall($0) }
-        add(actor, "the same actor on a bare DispatchQueue executor", unit: "call", 200_000) { dispatchActorCall($0) }
+        rows.add(actor, "QueueKit actor on a Queue executor", qk: true, unit: "call", 200_000) { queueActorCall($0) }
+        rows.add(actor, "the same actor on the default executor", unit: "call", 1_000_000) { defaultActorCall($0) }
+        rows.add(actor, "the same actor on a bare DispatchQueue executor", unit: "call", 200_000) { dispatchActorCall($0) }
 
         let handOff = "contended async hand-off (\(contendingTasks) tasks)"
-        add(handOff, "QueueKit await db.write {}", qk: true, unit: "section", 200_000) { dbQueueWriteHandOff($0) }
-        add(handOff, "QueueKit await lock.withLock {}", qk: true, unit: "section", 200_000) { conditionLockHandOff($0) }
-        add(handOff, "continuation-queue async semaphore", unit: "section", 200_000) { semaphoreHandOff($0) }
-        return rows
+        rows.add(handOff, "QueueKit await db.write {}", qk: true, unit: "section", 200_000) { dbQueueWriteHandOff($0) }
+        rows.add(handOff, "QueueKit await lock.withLock {}", qk: true, unit: "section", 200_000) { conditionLockHandOff($0) }
+        rows.add(handOff, "continuation-queue async semaphore", unit: "section", 200_000) { semaphoreHandOff($0) }
+        return rows.rows
     }
 
     // MARK: Targets (issues 3 and 4), keyed by workload | QueueKit row | anchor row
@@ -219,4 +204,18 @@ func swiftDBQueueRead(_ n: UInt64) -> qkb_sample_t {
     let elapsed = qkb_now_ns() - begin
     swiftSink &+= count
     return qkb_sample_t(ns_per_op: Double(elapsed) / Double(n), wakeups_per_op: -1, futile_per_op: -1)
+}
+
+/// The rows of one group of the table, in order.
+struct RowGroup {
+    let group: String
+    private(set) var rows: [Row] = []
+
+    init(group: String) { self.group = group }
+
+    mutating func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
+                      _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t) {
+        rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
+                        operations: operations, run: run))
+    }
 }
