@@ -30,7 +30,7 @@ import Synchronization
 ///   due; from then on nobody enters ahead of it and the queue is handed to it directly as soon as
 ///   it is free (a due writer waits only for the readers inside; due readers are let in as one
 ///   batch). Writers do not starve under a storm of readers, nor readers under a storm of writers.
-/// - A thread spins briefly (``Parker/spin(until:pureSpin:_:)``) before it parks: the holder is
+/// - A thread spins briefly (`Parker.spin(until:pureSpin:_:)`) before it parks: the holder is
 ///   usually running and about to leave.
 ///
 /// Where `writeAsync`'s work runs: on a worker thread of the queue, or on a thread that must wait

@@ -1,15 +1,15 @@
 import Dispatch
 import Glibc
 import QueueKit
-import QueueKitBenchKernels
 
-// Kernels of the Swift-concurrency rows: QueueKit's suspending waits and queue-bound actors next
+// Kernels of the Swift-concurrency rows (each `@_cdecl`, loaded by the driver by symbol; each
+// runs `n` operations and returns the nanoseconds per operation): QueueKit's suspending waits and queue-bound actors next
 // to what Swift programs use without QueueKit (a continuation bridge onto a dispatch queue, as
 // GRDB's async accessors do; an async semaphore over a queue of continuations; an actor on the
 // default executor). Each kernel runs in a task started from the driver's (non-pool) thread.
 
-/// Runs `body` in a task and blocks the calling (non-pool) thread until it returns its sample.
-func runInTask(_ body: @escaping @Sendable () async -> qkb_sample_t) -> qkb_sample_t {
+/// Runs `body` in a task and blocks the calling (non-pool) thread until it returns its time.
+private func runInTask(_ body: @escaping @Sendable () async -> Double) -> Double {
     let done = DispatchSemaphore(value: 0)
     let result = SampleBox()
     Task {
@@ -21,11 +21,11 @@ func runInTask(_ body: @escaping @Sendable () async -> qkb_sample_t) -> qkb_samp
 }
 
 private final class SampleBox: @unchecked Sendable {
-    var sample = qkb_sample_t(ns_per_op: .nan, wakeups_per_op: -1, futile_per_op: -1)
+    var sample = Double.nan
 }
 
-private func sample(since begin: UInt64, _ n: UInt64) -> qkb_sample_t {
-    qkb_sample_t(ns_per_op: Double(qkb_now_ns() - begin) / Double(n), wakeups_per_op: -1, futile_per_op: -1)
+private func sample(since begin: UInt64, _ n: UInt64) -> Double {
+    Double(nowNs() - begin) / Double(n)
 }
 
 /// A counter that tasks bump under the synchronisation being measured.
@@ -38,11 +38,12 @@ nonisolated(unsafe) private var asyncSink = 0
 // MARK: Uncontended
 
 /// `try await db.read {}` from a nonisolated task, nobody else using the queue.
-func asyncDBQueueRead(_ n: UInt64) -> qkb_sample_t {
+@_cdecl("qkbench_swift_async_db_read")
+public func asyncDBQueueRead(_ n: UInt64) -> Double {
     runInTask {
         let db = try! DBQueue(label: "bench.async.read")
         let count = Count()
-        let begin = qkb_now_ns()
+        let begin = nowNs()
         for _ in 0..<n { try! await db.read { count.value &+= 1 } }
         let result = sample(since: begin, n)
         asyncSink &+= count.value
@@ -54,11 +55,12 @@ func asyncDBQueueRead(_ n: UInt64) -> qkb_sample_t {
 
 /// The GRDB-style bridge: each access is a `withCheckedContinuation` whose body submits the work
 /// to a dispatch queue with `DispatchQueue.async`, which resumes the task when done.
-func bridgeRead(_ n: UInt64) -> qkb_sample_t {
+@_cdecl("qkbench_swift_bridge_read")
+public func bridgeRead(_ n: UInt64) -> Double {
     runInTask {
         let queue = DispatchQueue(label: "bench.bridge", attributes: .concurrent)
         let count = Count()
-        let begin = qkb_now_ns()
+        let begin = nowNs()
         for _ in 0..<n {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 queue.async {
@@ -119,10 +121,10 @@ private actor DispatchActor: Bumping {
 }
 
 /// `await actor.bump()` from a nonisolated task, `n` times.
-private func actorCall(_ n: UInt64, _ make: @escaping @Sendable () -> any Bumping) -> qkb_sample_t {
+private func actorCall(_ n: UInt64, _ make: @escaping @Sendable () -> any Bumping) -> Double {
     runInTask {
         let actor = make()
-        let begin = qkb_now_ns()
+        let begin = nowNs()
         for _ in 0..<n { await actor.bump() }
         let result = sample(since: begin, n)
         asyncSink &+= await actor.total
@@ -131,13 +133,16 @@ private func actorCall(_ n: UInt64, _ make: @escaping @Sendable () -> any Bumpin
 }
 
 /// The actor on the default executor.
-func defaultActorCall(_ n: UInt64) -> qkb_sample_t { actorCall(n) { DefaultActor() } }
+@_cdecl("qkbench_swift_default_actor_call")
+public func defaultActorCall(_ n: UInt64) -> Double { actorCall(n) { DefaultActor() } }
 
 /// The actor on a serial `Queue`.
-func queueActorCall(_ n: UInt64) -> qkb_sample_t { actorCall(n) { QueueActor(queue: try! Queue(label: "bench.actor")) } }
+@_cdecl("qkbench_swift_queue_actor_call")
+public func queueActorCall(_ n: UInt64) -> Double { actorCall(n) { QueueActor(queue: try! Queue(label: "bench.actor")) } }
 
 /// The actor on a bare `DispatchQueue` executor.
-func dispatchActorCall(_ n: UInt64) -> qkb_sample_t { actorCall(n) { DispatchActor() } }
+@_cdecl("qkbench_swift_dispatch_actor_call")
+public func dispatchActorCall(_ n: UInt64) -> Double { actorCall(n) { DispatchActor() } }
 
 // MARK: Contended hand-off
 
@@ -186,15 +191,15 @@ private final class ContinuationSemaphore: @unchecked Sendable {
     }
 }
 
-/// How many tasks contend in the hand-off rows.
-let contendingTasks = 4
+/// How many tasks contend in the hand-off rows (the driver names the workload after it).
+private let contendingTasks = 4
 
 /// `contendingTasks` tasks each run their share of `n` critical sections through `enter`.
-private func contended(_ n: UInt64, _ section: @escaping @Sendable (Count) async -> Void) -> qkb_sample_t {
+private func contended(_ n: UInt64, _ section: @escaping @Sendable (Count) async -> Void) -> Double {
     runInTask {
         let count = Count()
         let share = n / UInt64(contendingTasks)
-        let begin = qkb_now_ns()
+        let begin = nowNs()
         await withTaskGroup(of: Void.self) { group in
             for _ in 0..<contendingTasks {
                 group.addTask { for _ in 0..<share { await section(count) } }
@@ -207,7 +212,8 @@ private func contended(_ n: UInt64, _ section: @escaping @Sendable (Count) async
 }
 
 /// The anchor: `await semaphore.wait()`, the section, `semaphore.signal()`.
-func semaphoreHandOff(_ n: UInt64) -> qkb_sample_t {
+@_cdecl("qkbench_swift_semaphore_hand_off")
+public func semaphoreHandOff(_ n: UInt64) -> Double {
     let semaphore = ContinuationSemaphore(value: 1)
     return contended(n) { count in
         await semaphore.wait()
@@ -217,7 +223,8 @@ func semaphoreHandOff(_ n: UInt64) -> qkb_sample_t {
 }
 
 /// `try await db.write { }` on a DB queue.
-func dbQueueWriteHandOff(_ n: UInt64) -> qkb_sample_t {
+@_cdecl("qkbench_swift_async_db_write_hand_off")
+public func dbQueueWriteHandOff(_ n: UInt64) -> Double {
     let db = try! DBQueue(label: "bench.async.write")
     return contended(n) { count in
         try! await db.write { count.value &+= 1 }
@@ -225,7 +232,8 @@ func dbQueueWriteHandOff(_ n: UInt64) -> qkb_sample_t {
 }
 
 /// `try await lock.withLock { }` on a condition lock.
-func conditionLockHandOff(_ n: UInt64) -> qkb_sample_t {
+@_cdecl("qkbench_swift_async_lock_hand_off")
+public func conditionLockHandOff(_ n: UInt64) -> Double {
     let lock = ConditionLock(condition: 0)
     return contended(n) { count in
         try! await lock.withLock { count.value &+= 1 }
