@@ -122,10 +122,22 @@ private func assumeIsolationOffTheQueue() {
         #expect(elsewhere.value == false)
     }
 
-    @Test func assumeIsolatedOffTheQueueFailsWithOneLine() async {
-        await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+    @Test func assumeIsolatedOffTheQueueFails() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             assumeIsolationOffTheQueue()
         }
+        // The runtime asks isIsolatingCurrentContext(), gets false, and stops with its message.
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains("Incorrect actor executor assumption"))
+        // checkIsolated() itself (asked by runtimes that do not use isIsolatingCurrentContext):
+        // one line naming the queue.
+        let checked = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            try! Queue(label: "executor.checked").checkIsolated()
+        }
+        let line = String(decoding: checked?.standardErrorContent ?? [], as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(line.hasPrefix("QueueKit precondition failed: expected to be on queue as barrier 'executor.checked'"))
+        #expect(line.split(separator: "\n").count == 1)
     }
 
     @Test func globalAndIdentityQueuesRefuseToBeExecutors() async {
