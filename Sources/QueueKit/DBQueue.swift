@@ -102,6 +102,20 @@ public final class DBQueue: @unchecked Sendable {
         return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
     }
 
+    /// Test seam (debug builds only): the state, for a test's failure message.
+    var debugState: String {
+        let current = state.load(ordering: .acquiring)
+        let waiters = lane.withLock { lane in
+            lane.waiters.map { w in
+                "\(w.pointee.want)(target \(w.pointee.target), due \(w.pointee.isDue), \(w.pointee.outcome))"
+            }.joined(separator: ", ") + " dueCount \(lane.dueCount)"
+        }
+        return "writer \(current & Bits.writer) due \(current & Bits.due != 0) parked \(current & Bits.parked != 0) "
+            + "readers \((current & Bits.readerMask) / Bits.oneReader) async \(Bits.asyncCount(current)) "
+            + "completed \(completed.load(ordering: .acquiring)) drainer \(drainer.load(ordering: .acquiring)) "
+            + "lane [\(waiters)]"
+    }
+
     /// Test seam (debug builds only): readers and writers waiting in the lane.
     var waitingCallCount: Int { lane.withLock { lane in lane.waiters.count { $0.pointee.wantsAccess } } }
     #endif
@@ -150,7 +164,7 @@ public final class DBQueue: @unchecked Sendable {
     public func flush() throws(QueueKitError) {
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
         let target = asyncTarget()
-        if completed.load(ordering: .acquiring) >= target { return }
+        if writesHaveRun(upTo: target, state: state.load(ordering: .acquiring)) { return }
         if Self.threadMayHelp() {
             guard acquireSlow(.write, call: .flush, target: target) else { throw .wouldDeadlock }
             releaseWrite()
@@ -323,16 +337,27 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     /// The asynchronous writes a call beginning now must come after: `completed` plus the ones
-    /// pending. Two reads of `completed` around the state make the pair consistent (the runner
-    /// counts a write in `completed` before it takes it off the state).
+    /// pending, read as a consistent pair. The runner publishes writes that ran by flagging the
+    /// state, storing `completed`, then taking them off the state and the flag in one step; a
+    /// pair read while the flag was clear and with the state's count unchanged around it is
+    /// exact (otherwise it could count a finished batch twice, or miss it).
     func asyncTarget() -> UInt64 {
         while true {
-            let before = completed.load(ordering: .sequentiallyConsistent)
-            let current = state.load(ordering: .sequentiallyConsistent)
-            if completed.load(ordering: .sequentiallyConsistent) == before {
-                return before &+ UInt64(Bits.asyncCount(current))
+            let before = state.load(ordering: .sequentiallyConsistent)
+            if before & Bits.publishing != 0 { continue }
+            let done = completed.load(ordering: .sequentiallyConsistent)
+            let after = state.load(ordering: .sequentiallyConsistent)
+            if (before ^ after) & (Bits.asyncMask | Bits.publishing) == 0 {
+                return done &+ UInt64(Bits.asyncCount(before))
             }
         }
+    }
+
+    /// Whether the writes a waiter with `target` must come after have run: `completed` reached it,
+    /// or none is pending at all.
+    @inline(__always)
+    private func writesHaveRun(upTo target: UInt64, state current: UInt) -> Bool {
+        Bits.asyncCount(current) == 0 || completed.load(ordering: .acquiring) >= target
     }
 
     /// A read or write (or a flush or destroy, which acquire as writers) that could not enter at
@@ -344,7 +369,8 @@ public final class DBQueue: @unchecked Sendable {
         let mayHelp = want == .runner || Self.threadMayHelp()
         var grant = Grant.access
         let entered = Parker.spin {
-            if completed.load(ordering: .relaxed) >= target && tryFast(want) { return true }
+            // The fast paths succeed only while no asynchronous write is pending.
+            if want != .runner && tryFast(want) { return true }
             if mayHelp && tryRunner() {
                 grant = .runner
                 return true
@@ -437,7 +463,7 @@ public final class DBQueue: @unchecked Sendable {
                     case .completion: return .access // its writes have run
                     case .runner: return nil // nothing left to run: the worker goes back to lingering
                     case .read, .write:
-                        if completed.load(ordering: .relaxed) >= me.pointee.target && tryFast(want) { return .access }
+                        if tryFast(want) { return .access }
                         if me.pointee.mayHelp && tryRunner() { return .runner }
                     }
                 case .refused:
@@ -454,7 +480,7 @@ public final class DBQueue: @unchecked Sendable {
     /// waker sets it after releasing the lock, and the word lives on the waiter's stack.
     @inline(__always)
     private func settle(_ me: UnsafeMutablePointer<Waiter>) {
-        if !me.pointee.parker.isSet { _ = me.pointee.parker.park(spin: true) }
+        if !me.pointee.parker.isSet { _ = me.pointee.parker.park() }
     }
 
     /// The one place where a thread waits in this DB queue (a read behind a write, a write, a
@@ -479,7 +505,7 @@ public final class DBQueue: @unchecked Sendable {
     private func takeUnderLock(_ me: UnsafeMutablePointer<Waiter>, _ lane: inout Lane) -> Grant? {
         let current = state.load(ordering: .acquiring)
         if current & Bits.due != 0 && !me.pointee.isDue { return nil }
-        if completed.load(ordering: .acquiring) >= me.pointee.target {
+        if me.pointee.want != .runner && writesHaveRun(upTo: me.pointee.target, state: current) {
             switch me.pointee.want {
             case .read: return addReaders(1) ? .access : nil
             case .write: return takeExclusive() ? .access : nil
@@ -654,12 +680,14 @@ public final class DBQueue: @unchecked Sendable {
     /// woken and compete, so that the queue is never reserved for a thread that is not running.
     private func handOn(_ lane: inout Lane, _ wake: inout Wakeups) {
         guard !lane.waiters.isEmpty else { return }
+        let current = state.load(ordering: .acquiring)
         let done = completed.load(ordering: .acquiring)
+        let noneQueued = Bits.asyncCount(current) == 0
+        func ready(_ waiter: UnsafeMutablePointer<Waiter>) -> Bool { noneQueued || waiter.pointee.target <= done }
         // Flushers want no access: wake the satisfied ones.
-        for waiter in lane.waiters where waiter.pointee.want == .completion && waiter.pointee.target <= done {
+        for waiter in lane.waiters where waiter.pointee.want == .completion && ready(waiter) {
             settleOutcome(waiter, .woken, &lane, &wake)
         }
-        let current = state.load(ordering: .acquiring)
         defer { refreshBits(&lane) }
         if current & Bits.writer != 0 { return }
         let closed = current & (Bits.due | Bits.asyncMask) != 0
@@ -668,10 +696,10 @@ public final class DBQueue: @unchecked Sendable {
         // The waiter whose turn it is: the first due one, or else the first whose writes have run.
         let head: UnsafeMutablePointer<Waiter>? = lane.dueCount > 0
             ? lane.waiters.first { $0.pointee.isDue && $0.pointee.wantsAccess }
-            : lane.waiters.first { $0.pointee.wantsAccess && $0.pointee.target <= done }
-        if let head, head.pointee.target <= done {
+            : lane.waiters.first { $0.pointee.wantsAccess && ready($0) }
+        if let head, ready(head) {
             if head.pointee.want == .read {
-                let readers = lane.waiters.filter { $0.pointee.want == .read && $0.pointee.target <= done }
+                let readers = lane.waiters.filter { $0.pointee.want == .read && ready($0) }
                 if closed {
                     // Threads are let in as one batch; suspended tasks are only woken (they
                     // take their read when they run again).
@@ -692,7 +720,7 @@ public final class DBQueue: @unchecked Sendable {
             }
             return
         }
-        guard Bits.asyncCount(current) != 0 else {
+        guard !noneQueued else {
             // Nothing to run: a worker waiting for the queue goes back to lingering.
             if let worker = lane.waiters.first(where: { $0.pointee.want == .runner }) {
                 settleOutcome(worker, .woken, &lane, &wake)
@@ -701,7 +729,7 @@ public final class DBQueue: @unchecked Sendable {
         }
         // Asynchronous writes come first: a waiter that may run them does, else the worker.
         guard !readersInside else { return }
-        let runner = lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && $0.pointee.target > done }
+        let runner = lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && !ready($0) }
             ?? lane.waiters.first { $0.pointee.want == .runner }
         if let runner {
             guard takeExclusive() else { return }
@@ -816,16 +844,49 @@ public final class DBQueue: @unchecked Sendable {
     /// `target` (only writes submitted before its call began), the worker until none is left or
     /// a waiter's writes have all run (it then lets that waiter go first). Flushers whose writes
     /// have run are woken on the way.
+    ///
+    /// The writes that ran are published (counted in `completed`, taken off the state, their
+    /// nodes recycled) in batches of up to `publishBatch`, and whenever a waiter's target is
+    /// reached: submitters and the runner then touch the shared lines once per batch instead of
+    /// once per write. Until a batch is published the queue stays closed to newcomers, which only
+    /// makes them wait for a write that already ran.
     private func runAsyncWrites(upTo target: UInt64, isDrainer: Bool) {
-        while true {
-            let done = completed.load(ordering: .relaxed)
-            if done >= target || Bits.asyncCount(state.load(ordering: .acquiring)) == 0 { return }
+        var done = completed.load(ordering: .relaxed)
+        var unpublished: UInt = 0
+        var available: UInt = 0
+        defer { publish(&unpublished, done: done) }
+        while done < target {
+            if available == 0 {
+                publish(&unpublished, done: done)
+                available = Bits.asyncCount(state.load(ordering: .acquiring))
+                if available == 0 { return }
+            }
             let work = writes.pop()
             ExecutionContext.run(on: queue, exclusive: true, outer: nil) { work() }
-            completed.store(done &+ 1, ordering: .sequentiallyConsistent)
-            state.subtract(Bits.oneAsync, ordering: .sequentiallyConsistent)
-            if done &+ 1 >= nextTarget.load(ordering: .acquiring) && serveWaiters(isDrainer: isDrainer) { return }
+            done &+= 1
+            available -= 1
+            unpublished += 1
+            if done >= nextTarget.load(ordering: .relaxed) {
+                publish(&unpublished, done: done)
+                if serveWaiters(isDrainer: isDrainer) { return }
+            } else if unpublished >= Self.publishBatch {
+                publish(&unpublished, done: done)
+            }
         }
+    }
+
+    private static let publishBatch: UInt = 64
+
+    /// Counts `count` writes that ran in `completed` (now `done`) and takes them off the state,
+    /// flagged so that `asyncTarget` never reads the pair half-updated.
+    @inline(__always)
+    private func publish(_ count: inout UInt, done: UInt64) {
+        guard count != 0 else { return }
+        state.add(Bits.publishing, ordering: .sequentiallyConsistent)
+        completed.store(done, ordering: .sequentiallyConsistent)
+        state.subtract(count &* Bits.oneAsync &+ Bits.publishing, ordering: .sequentiallyConsistent)
+        count = 0
+        writes.recycle()
     }
 
     /// Wakes the flushers whose writes have run; true when the worker should stop because a
@@ -833,12 +894,15 @@ public final class DBQueue: @unchecked Sendable {
     private func serveWaiters(isDrainer: Bool) -> Bool {
         var wake = Wakeups()
         let stop = lane.withLock { lane -> Bool in
-            let done = completed.load(ordering: .relaxed)
-            for waiter in lane.waiters where waiter.pointee.want == .completion && waiter.pointee.target <= done {
+            let current = state.load(ordering: .acquiring)
+            for waiter in lane.waiters where waiter.pointee.want == .completion
+                && writesHaveRun(upTo: waiter.pointee.target, state: current) {
                 settleOutcome(waiter, .woken, &lane, &wake)
             }
             refreshBits(&lane)
-            return isDrainer && lane.waiters.contains { $0.pointee.wantsAccess && $0.pointee.target <= done }
+            return isDrainer && lane.waiters.contains {
+                $0.pointee.wantsAccess && writesHaveRun(upTo: $0.pointee.target, state: current)
+            }
         }
         wake.perform(on: self)
         return stop
@@ -873,8 +937,9 @@ public final class DBQueue: @unchecked Sendable {
         }
     }
 
-    /// The worker: runs pending asynchronous writes whenever it can get the queue, then lingers
-    /// for a few polls in case more come, then ends.
+    /// The worker: runs the pending asynchronous writes, then waits a poll (1 ms) for more to
+    /// gather, so that a stream of writes nobody waits for is run in batches; after a few empty
+    /// polls it ends. Threads that need it sooner wake it.
     private func drain() {
         let parker = Parker(word: drainerWord)
         var idlePolls = 0
@@ -886,6 +951,10 @@ public final class DBQueue: @unchecked Sendable {
                     runAsyncWrites(upTo: .max, isDrainer: true)
                     releaseWrite()
                 }
+                // Caught up (or a waiter went first): let the next writes gather for a poll
+                // instead of taking them one by one as they come, unless a thread that may not
+                // run them itself needs them sooner (it sets the word).
+                _ = parker.park(until: MonotonicClock.now() &+ Self.drainerPoll, spin: false)
                 continue
             }
             if closing.load(ordering: .acquiring) || idlePolls >= Self.drainerLingerPolls {
@@ -946,9 +1015,11 @@ private enum Bits {
     /// Threads wait in the lane: whoever frees the queue looks at it.
     static let parked: UInt = 4
     static let flags: UInt = due | parked
-    /// Readers inside, in bits 3…31.
+    /// Readers inside, in bits 3…30.
     static let oneReader: UInt = 8
-    static let readerMask: UInt = 0xFFFF_FFF8
+    static let readerMask: UInt = 0x7FFF_FFF8
+    /// The runner is publishing writes that ran (`DBQueue.publish`).
+    static let publishing: UInt = 1 << 31
     /// Asynchronous writes submitted and not yet run, in bits 32…63: while any is pending,
     /// nobody enters without the lane (nothing overtakes a submitted write).
     static let oneAsync: UInt = 1 << 32

@@ -66,7 +66,7 @@ struct Parker {
     }
 
     /// Waits until `unpark` or the deadline. Returns true when unparked, false at the deadline.
-    /// `spin: false` sleeps at once (for waiters that have spun already, or that wait long).
+    /// `spin: false` goes to sleep at once (for a waiter that already spun on what it waits for).
     func park(until deadline: UInt64 = MonotonicClock.forever, spin: Bool = true) -> Bool {
         var futileWakeups = 0
         return park(until: deadline, futileWakeups: &futileWakeups, spin: spin)

@@ -4,21 +4,24 @@ import Synchronization
 /// The queue of a DB queue's asynchronous writes: many threads submit without a lock, one
 /// thread at a time (the holder of the DB queue's exclusivity) takes them out, in order.
 ///
-/// It is Vyukov's intrusive multi-producer, single-consumer queue: a submitter swaps its node
-/// into `tail` (one atomic exchange, wait-free) and then links it behind the node it replaced.
-/// Between the two steps the node is "in transit": the consumer, which only ever takes a write
-/// that has already been counted as submitted, waits those few instructions out.
+/// It is Vyukov's multi-producer, single-consumer queue: a submitter swaps its node into `tail`
+/// (one atomic exchange, wait-free) and then links it behind the node it replaced. Between the
+/// two steps the node is "in transit": the consumer, which only ever takes a write that has
+/// already been counted as submitted, waits those few instructions out. The consumer never
+/// touches `tail`: the node it took last stays behind as the list's dummy head.
 ///
-/// Nodes are recycled, as libdispatch recycles its continuations: a node that ran goes back to a
-/// free list that submitters take from, so a steady stream of writes allocates nothing. The free
+/// Nodes are recycled, as libdispatch recycles its continuations: nodes that ran go back, a batch
+/// at a time, to a free list that submitters take from, so a steady stream of writes allocates
+/// nothing. The free
 /// list is a lock-free stack whose head carries a 32-bit generation next to the node's index, so
 /// a submitter that was preempted between reading the head and swapping it cannot pop a node
 /// that was taken and given back meanwhile (the ABA problem). Nodes live in chunks that double
 /// in size and are freed only with the queue, so a stale read of a node's link is always a read
 /// of live memory.
 ///
-/// Thread safety: `push` from any thread; `pop` only by one thread at a time, which the caller
-/// serializes (the DB queue's exclusivity), and only for a write already counted as submitted.
+/// Thread safety: `push` from any thread; `pop` and `recycle` only by one thread at a time, which
+/// the caller serializes (the DB queue's exclusivity), and `pop` only for a write already counted
+/// as submitted.
 final class WriteQueue: @unchecked Sendable {
     private final class Node {
         /// The next node in the queue (bit pattern of an unmanaged reference; 0 = none).
@@ -38,10 +41,9 @@ final class WriteQueue: @unchecked Sendable {
 
     /// Submitters swap their node in here.
     private let tail: Atomic<UInt>
-    /// The consumer's end: the oldest node, possibly the stub. Only the consumer touches it.
+    /// The consumer's end: a dummy node (the last one taken out, whose write already ran), whose
+    /// successor holds the oldest write. Only the consumer touches it.
     @exclusivity(unchecked) private var head: Unmanaged<Node>
-    /// A placeholder that keeps the list non-empty when the last write is taken out.
-    private let stub = Node(index: .max)
     /// Free nodes: generation in the high 32 bits, index + 1 of the top node in the low 32.
     private let free = Atomic<UInt64>(0)
     /// Chunk `c` holds `firstChunkSize << c` nodes; slots are published with release stores.
@@ -50,10 +52,14 @@ final class WriteQueue: @unchecked Sendable {
     private let growth = Lock(0)
 
     init() {
-        head = Unmanaged.passUnretained(stub)
-        tail = Atomic(UInt(bitPattern: Unmanaged.passUnretained(stub).toOpaque()))
         chunks = .allocate(capacity: Self.maxChunks)
         for c in 0..<Self.maxChunks { (chunks + c).initialize(to: Atomic(0)) }
+        tail = Atomic(0)
+        head = Unmanaged.passUnretained(Self.placeholder)
+        // The first dummy comes from the pool like every node.
+        let dummy = takeFreeNode()
+        head = dummy
+        tail.store(UInt(bitPattern: dummy.toOpaque()), ordering: .releasing)
     }
 
     deinit {
@@ -76,6 +82,9 @@ final class WriteQueue: @unchecked Sendable {
         link(node)
     }
 
+    /// Stands in for `head` during `init`, before the first dummy exists.
+    nonisolated(unsafe) private static let placeholder = Node(index: .max)
+
     private func link(_ node: Unmanaged<Node>) {
         node._withUnsafeGuaranteedRef { $0.next.store(0, ordering: .relaxed) }
         let bits = UInt(bitPattern: node.toOpaque())
@@ -86,48 +95,62 @@ final class WriteQueue: @unchecked Sendable {
     // MARK: The consumer
 
     /// Takes out the oldest write. The caller knows one was submitted (counted), so this only
-    /// waits for a submitter that is between its two steps.
+    /// waits for a submitter that is between its two steps. The node holding the write stays in
+    /// the queue as its new dummy head; the previous dummy, which no submitter can reach any
+    /// more, is recycled.
     func pop() -> CWork {
         while true {
-            var first = head
-            var next = first._withUnsafeGuaranteedRef { $0.next.load(ordering: .acquiring) }
-            if first.toOpaque() == Unmanaged.passUnretained(stub).toOpaque() {
-                guard next != 0 else { sched_yield(); continue }
-                first = Self.node(next)
-                head = first
-                next = first._withUnsafeGuaranteedRef { $0.next.load(ordering: .acquiring) }
+            let dummy = head
+            let next = dummy._withUnsafeGuaranteedRef { $0.next.load(ordering: .acquiring) }
+            guard next != 0 else {
+                sched_yield()
+                continue
             }
-            if next != 0 {
-                head = Self.node(next)
-                return take(first)
-            }
-            // `first` is the last linked node. Unless a submission is in transit behind it, put
-            // the stub behind it so that it can be taken out.
-            let firstBits = UInt(bitPattern: first.toOpaque())
-            guard tail.load(ordering: .acquiring) == firstBits else { sched_yield(); continue }
-            link(Unmanaged.passUnretained(stub))
-            next = first._withUnsafeGuaranteedRef { $0.next.load(ordering: .acquiring) }
-            if next != 0 {
-                head = Self.node(next)
-                return take(first)
-            }
+            let node = Self.node(next)
+            head = node
+            retire(dummy)
+            return node.takeUnretainedValue().work
         }
     }
 
-    /// The write of a node that left the queue; the node goes back to the free list.
-    private func take(_ node: Unmanaged<Node>) -> CWork {
-        let work = node.takeUnretainedValue().work
-        giveBack(node)
-        return work
+    /// A node that left the queue waits in the consumer's chain for `recycle`.
+    private func retire(_ node: Unmanaged<Node>) {
+        let index = node._withUnsafeGuaranteedRef { $0.index }
+        if taken != nil {
+            node._withUnsafeGuaranteedRef { $0.nextFree.store(UInt64(takenFirstIndex) + 1, ordering: .relaxed) }
+        } else {
+            takenLast = node
+        }
+        taken = node
+        takenFirstIndex = index
+    }
+
+    /// Gives the nodes taken out since the last call back to the free list, in one step. Called
+    /// by the consumer.
+    func recycle() {
+        guard let first = taken, let last = takenLast else { return }
+        pushFree(first: first, last: last, firstIndex: takenFirstIndex)
+        taken = nil
+        takenLast = nil
     }
 
     // MARK: The free list
+
+    /// Nodes the consumer took out and has not recycled yet, newest first (linked through
+    /// `nextFree`); only the consumer touches them.
+    @exclusivity(unchecked) private var taken: Unmanaged<Node>?
+    @exclusivity(unchecked) private var takenLast: Unmanaged<Node>?
+    @exclusivity(unchecked) private var takenFirstIndex: UInt32 = 0
 
     private func takeFreeNode() -> Unmanaged<Node> {
         var top = free.load(ordering: .acquiring)
         while true {
             let slot = top & 0xFFFF_FFFF
-            if slot == 0 { return grow() }
+            if slot == 0 {
+                if let node = grow() { return node }
+                top = free.load(ordering: .acquiring)
+                continue
+            }
             let node = nodeAt(UInt32(slot - 1))
             let below = node._withUnsafeGuaranteedRef { $0.nextFree.load(ordering: .relaxed) }
             let desired = ((top >> 32) &+ 1) << 32 | below
@@ -136,11 +159,6 @@ final class WriteQueue: @unchecked Sendable {
             if exchanged { return node }
             top = original
         }
-    }
-
-    private func giveBack(_ node: Unmanaged<Node>) {
-        let index = node._withUnsafeGuaranteedRef { $0.index }
-        pushFree(first: node, last: node, firstIndex: index)
     }
 
     /// Pushes the chain `first`…`last` (already linked through `nextFree`) onto the free list.
@@ -157,11 +175,11 @@ final class WriteQueue: @unchecked Sendable {
     }
 
     /// Every node is in use: add a chunk twice the size of the last, keep one node, free the rest.
+    /// Nil when another submitter grew the list while this one waited for the lock (take from it).
     @inline(never)
-    private func grow() -> Unmanaged<Node> {
-        growth.withLock { count -> Unmanaged<Node> in
-            // Another submitter may have grown the list while this one waited for the lock.
-            if free.load(ordering: .acquiring) & 0xFFFF_FFFF != 0 { return takeFreeNode() }
+    private func grow() -> Unmanaged<Node>? {
+        growth.withLock { count -> Unmanaged<Node>? in
+            if free.load(ordering: .acquiring) & 0xFFFF_FFFF != 0 { return nil }
             Swift.precondition(count < Self.maxChunks, "QueueKit: too many DB queue writes pending at once")
             let size = Self.firstChunkSize << count
             let firstIndex = Self.firstChunkSize * ((1 << count) - 1)

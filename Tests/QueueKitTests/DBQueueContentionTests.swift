@@ -62,8 +62,8 @@ struct DBQueueHappensBeforeTests {
                 checked.signal()
             }
         }
-        #expect(waits(for: writer))
-        #expect(waits(for: reader))
+        #expect(waits(for: writer), "\(DBQueueInternals.debugState(f.db))")
+        #expect(waits(for: reader), "\(DBQueueInternals.debugState(f.db))")
         stop.store(true, ordering: .relaxed)
         for thread in busy { #expect(waits(for: thread)) }
         #expect(qk_dbqueue_flush(f.db) == 0)

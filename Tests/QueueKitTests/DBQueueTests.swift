@@ -611,7 +611,7 @@ struct DBQueueDestroyTests {
         }
         for submitter in submitters { #expect(waits(for: submitter, within: 60)) }
         let destroyed = finishes(within: 60) { expectStatus(0, qk_dbqueue_destroy(handle.value)) }
-        #expect(destroyed)
+        #expect(destroyed, "\(destroyed ? "" : DBQueueInternals.debugState(handle.value))")
         let buffer = UnsafeBufferPointer(start: counts, count: total)
         #expect(buffer.allSatisfy { $0 == 1 })
     }
