@@ -254,13 +254,16 @@ public final class DBQueue: @unchecked Sendable {
 
     // MARK: Fast paths
 
+    /// Applies `change` to the state with one compare-and-swap, retried while `allowed` holds
+    /// for the state it finds. True when it did. Every lock-free transition of the state but
+    /// the releases goes through here.
     @inline(__always)
-    private func tryRead() -> Bool {
+    private func updateState(while allowed: (UInt) -> Bool, _ change: (UInt) -> UInt) -> Bool {
         var current = state.load(ordering: .relaxed)
-        while current & Bits.closedToReaders == 0 {
+        while allowed(current) {
             let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current &+ Bits.oneReader,
-                successOrdering: .acquiring, failureOrdering: .relaxed)
+                expected: current, desired: change(current),
+                successOrdering: .acquiringAndReleasing, failureOrdering: .relaxed)
             if exchanged { return true }
             current = original
         }
@@ -268,31 +271,23 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     @inline(__always)
+    private func tryRead() -> Bool {
+        updateState(while: { $0 & Bits.closedToReaders == 0 }) { $0 &+ Bits.oneReader }
+    }
+
+    /// Takes a free queue: barging past parked threads, unless one is due or a write is pending.
+    @inline(__always)
     private func tryWrite() -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & ~Bits.parked == 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current | Bits.writer,
-                successOrdering: .acquiring, failureOrdering: .relaxed)
-            if exchanged { return true }
-            current = original
-        }
-        return false
+        updateState(while: { $0 & ~Bits.parked == 0 }) { $0 | Bits.writer }
     }
 
     /// Takes the exclusivity to run pending asynchronous writes: the queue is free and no waiter
     /// is due.
     @inline(__always)
     private func tryRunner() -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & (Bits.writer | Bits.readerMask | Bits.due) == 0 && Bits.asyncCount(current) != 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current | Bits.writer,
-                successOrdering: .acquiring, failureOrdering: .relaxed)
-            if exchanged { return true }
-            current = original
+        updateState(while: { $0 & (Bits.writer | Bits.readerMask | Bits.due) == 0 && Bits.asyncCount($0) != 0 }) {
+            $0 | Bits.writer
         }
-        return false
     }
 
     @inline(__always)
@@ -365,19 +360,29 @@ public final class DBQueue: @unchecked Sendable {
     /// help, it runs them itself. False when the wait was refused (nothing taken).
     @inline(never)
     private func acquireSlow(_ want: Want, call: DBQueueCall, target: UInt64) -> Bool {
-        let since = MonotonicClock.now()
         let mayHelp = want == .runner || Self.threadMayHelp()
         var grant = Grant.access
-        let entered = Parker.spin {
-            // The fast paths succeed only while no asynchronous write is pending.
-            if want != .runner && tryFast(want) { return true }
-            if mayHelp && tryRunner() {
-                grant = .runner
-                return true
+        // The common case of a write_async followed by a read on the same thread: the queue is
+        // free but for the pending writes, which this thread may run at once.
+        var entered = mayHelp && tryRunner()
+        if entered {
+            grant = .runner
+        }
+        // The worker does not spin: it is in no hurry, and its spinning would take a CPU from
+        // the threads it waits for.
+        if !entered && want != .runner {
+            entered = Parker.spin {
+                // The fast paths succeed only while no asynchronous write is pending.
+                if tryFast(want) { return true }
+                if mayHelp && tryRunner() {
+                    grant = .runner
+                    return true
+                }
+                return false
             }
-            return false
         }
         if !entered {
+            let since = MonotonicClock.now()
             let granted = Parker.withParker { parker in
                 withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer -> Grant? in
                     let me = buffer.baseAddress!
@@ -437,6 +442,7 @@ public final class DBQueue: @unchecked Sendable {
                     case .waiting: break
                     }
                     if result == .refused {
+                        if me.pointee.isDue { lane.dueCount -= 1 }
                         lane.remove(me)
                         refreshBits(&lane)
                         handOn(&lane, &wake)
@@ -490,7 +496,9 @@ public final class DBQueue: @unchecked Sendable {
     /// the caller then leaves the lane under its lock having taken nothing (or, if it was
     /// granted the queue concurrently, proceeds), and the call reports `EDEADLK`. Who holds the
     /// queue is derivable from the frame chains: readers and writers run inside
-    /// `ExecutionContext.run(on: queue, …)` frames.
+    /// `ExecutionContext.run(on: queue, …)` frames; a thread running asynchronous writes runs
+    /// them in such a frame too. Two other parks wait for nobody and stay outside: `settle`,
+    /// which only waits out a wake-up already decided, and the worker's idle poll.
     private func wait(_ parker: Parker, for call: DBQueueCall, until deadline: UInt64) -> WaitResult {
         guard mayWait(for: call) else { return .refused }
         return parker.park(until: deadline, spin: false) ? .woken : .timedOut
@@ -699,16 +707,16 @@ public final class DBQueue: @unchecked Sendable {
             : lane.waiters.first { $0.pointee.wantsAccess && ready($0) }
         if let head, ready(head) {
             if head.pointee.want == .read {
-                let readers = lane.waiters.filter { $0.pointee.want == .read && ready($0) }
+                func isReadyReader(_ waiter: UnsafeMutablePointer<Waiter>) -> Bool {
+                    waiter.pointee.want == .read && ready(waiter)
+                }
                 if closed {
                     // Threads are let in as one batch; suspended tasks are only woken (they
                     // take their read when they run again).
-                    guard addReaders(readers.count { $0.pointee.task == nil }) else { return }
-                    for reader in readers {
-                        settleOutcome(reader, reader.pointee.task == nil ? .granted(.access) : .woken, &lane, &wake)
-                    }
-                } else {
-                    for reader in readers { settleOutcome(reader, .woken, &lane, &wake) }
+                    guard addReaders(lane.waiters.count { isReadyReader($0) && $0.pointee.task == nil }) else { return }
+                }
+                while let reader = lane.waiters.first(where: isReadyReader) {
+                    settleOutcome(reader, closed && reader.pointee.task == nil ? .granted(.access) : .woken, &lane, &wake)
                 }
             } else if !readersInside {
                 if closed && head.pointee.task == nil {
@@ -750,7 +758,7 @@ public final class DBQueue: @unchecked Sendable {
                 wake.tasks.append(continuation)
             }
         } else {
-            wake.parkers.append(waiter.pointee.parker)
+            wake.append(waiter.pointee.parker)
         }
     }
 
@@ -771,26 +779,12 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Counts `count` readers in, if no writer holds the queue.
     private func addReaders(_ count: Int) -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & Bits.writer == 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current &+ UInt(count) &* Bits.oneReader, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            current = original
-        }
-        return false
+        updateState(while: { $0 & Bits.writer == 0 }) { $0 &+ UInt(count) &* Bits.oneReader }
     }
 
     /// Takes the exclusivity if the queue is free, whatever the flags.
     private func takeExclusive() -> Bool {
-        var current = state.load(ordering: .relaxed)
-        while current & (Bits.writer | Bits.readerMask) == 0 {
-            let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current | Bits.writer, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            current = original
-        }
-        return false
+        updateState(while: { $0 & (Bits.writer | Bits.readerMask) == 0 }) { $0 | Bits.writer }
     }
 
     // MARK: Leaving
@@ -1118,15 +1112,30 @@ private struct Lane {
     }
 }
 
-/// Wake-ups to do once the lane's lock is released.
+/// Wake-ups to do once the lane's lock is released. The first two are kept inline: most
+/// hand-offs wake one thread, and the contended paths should not allocate.
 private struct Wakeups {
-    var parkers: [Parker] = []
+    private var first: Parker?
+    private var second: Parker?
+    private var more: [Parker] = []
     /// Suspended tasks to wake (`false`: woken, not granted; they compete when they run).
     var tasks: [UnsafeContinuation<Bool, any Error>] = []
     var drainer = false
 
+    mutating func append(_ parker: Parker) {
+        if first == nil {
+            first = parker
+        } else if second == nil {
+            second = parker
+        } else {
+            more.append(parker)
+        }
+    }
+
     func perform(on db: DBQueue) {
-        for parker in parkers { parker.unpark() }
+        first?.unpark()
+        second?.unpark()
+        for parker in more { parker.unpark() }
         for task in tasks { task.resume(returning: false) }
         if drainer { db.wakeDrainer() }
     }

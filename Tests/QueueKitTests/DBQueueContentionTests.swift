@@ -211,6 +211,31 @@ private struct MonotonicDeadline {
 
 // MARK: - Helping
 
+/// A write on another thread that holds the DB queue until `finish`.
+private struct WriteHolder {
+    private let release = DispatchSemaphore(value: 0)
+    private let done: DispatchSemaphore
+
+    init(_ db: OpaquePointer) {
+        let handle = Unchecked(db)
+        let inside = DispatchSemaphore(value: 0)
+        let release = release
+        done = spawn {
+            expectStatus(0, dbWrite(handle.value) {
+                inside.signal()
+                #expect(waits(for: release))
+            })
+        }
+        #expect(waits(for: inside), "the holder never got the queue")
+    }
+
+    /// Lets the write end and waits for its thread.
+    func finish() {
+        release.signal()
+        #expect(waits(for: done))
+    }
+}
+
 @Suite("DB queue: waiting threads run pending writes", .serialized)
 struct DBQueueHelpingTests {
     enum Waiter: String, CaseIterable, Sendable { case read, write, flush }
@@ -222,15 +247,7 @@ struct DBQueueHelpingTests {
     @Test(arguments: Waiter.allCases)
     func aWaitingThreadThatHoldsNothingRunsThePendingWrite(waiter: Waiter) {
         let f = DBFixture()
-        let holding = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let holder = spawn {
-            expectStatus(0, dbWrite(f.db) {
-                holding.signal()
-                #expect(waits(for: release))
-            })
-        }
-        #expect(waits(for: holding))
+        let holder = WriteHolder(f.db)
         let ranOn = Shared<UInt?>(nil)
         let other = spawn {
             expectStatus(0, dbWriteAsync(f.db) {
@@ -261,8 +278,7 @@ struct DBQueueHelpingTests {
         } else {
             #expect(!waits(for: done, within: 0.05), "flush returned while the write was pending")
         }
-        release.signal()
-        #expect(waits(for: holder))
+        holder.finish()
         #expect(waits(for: done))
         #expect(sawWrite.value, "the call did not come after the pending write")
         #expect(ranOn.value == waiterThread.value, "the waiting thread did not run the pending write")
@@ -277,15 +293,7 @@ struct DBQueueHelpingTests {
         let f = DBFixture()
         let lock = Unchecked(qk_condlock_create(0)!)
         defer { #expect(qk_condlock_destroy(lock.value) == 0) }
-        let held = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let holder = spawn {
-            expectStatus(0, dbWrite(f.db) {
-                held.signal()
-                #expect(waits(for: release))
-            })
-        }
-        #expect(waits(for: held))
+        let holder = WriteHolder(f.db)
         let ranOn = Shared<UInt?>(nil)
         expectStatus(0, dbWriteAsync(f.db) { ranOn.value = threadID() })
         let waiterThread = Shared<UInt>(0)
@@ -303,8 +311,7 @@ struct DBQueueHelpingTests {
             }
         }
         #expect(eventually { DBQueueInternals.waitingCalls(f.db) >= 1 }, "the read never waited")
-        release.signal()
-        #expect(waits(for: holder))
+        holder.finish()
         #expect(waits(for: done))
         #expect(sawWrite.value)
         #expect(ranOn.value != nil && ranOn.value != waiterThread.value, "a thread holding something ran the write")
@@ -314,15 +321,7 @@ struct DBQueueHelpingTests {
     /// waits is left to the worker (or a later caller).
     @Test func aHelperRunsOnlyWritesSubmittedBeforeItsCall() {
         let f = DBFixture()
-        let held = DispatchSemaphore(value: 0)
-        let release = DispatchSemaphore(value: 0)
-        let holder = spawn {
-            expectStatus(0, dbWrite(f.db) {
-                held.signal()
-                #expect(waits(for: release))
-            })
-        }
-        #expect(waits(for: held))
+        let holder = WriteHolder(f.db)
         let early = Shared<UInt?>(nil)
         let late = Shared<UInt?>(nil)
         expectStatus(0, dbWriteAsync(f.db) { early.value = threadID() })
@@ -333,8 +332,7 @@ struct DBQueueHelpingTests {
         }
         #expect(eventually { DBQueueInternals.waitingCalls(f.db) >= 1 })
         expectStatus(0, dbWriteAsync(f.db) { late.value = threadID() })
-        release.signal()
-        #expect(waits(for: holder))
+        holder.finish()
         #expect(waits(for: done))
         #expect(qk_dbqueue_flush(f.db) == 0)
         #expect(early.value == waiterThread.value, "the helper did not run the write submitted before its call")
