@@ -281,11 +281,12 @@ public final class DBQueue: @unchecked Sendable {
         updateState(while: { $0 & ~Bits.parked == 0 }) { $0 | Bits.writer }
     }
 
-    /// Takes the exclusivity to run pending asynchronous writes: the queue is free and no waiter
-    /// is due.
+    /// Takes the exclusivity to run pending asynchronous writes: the queue is free and nobody
+    /// waits in the lane (then the lane hands the runner's part out, to a waiting thread that may
+    /// help before the worker, without a window for a third thread between release and grant).
     @inline(__always)
     private func tryRunner() -> Bool {
-        updateState(while: { $0 & (Bits.writer | Bits.readerMask | Bits.due) == 0 && Bits.asyncCount($0) != 0 }) {
+        updateState(while: { $0 & (Bits.writer | Bits.readerMask | Bits.flags) == 0 && Bits.asyncCount($0) != 0 }) {
             $0 | Bits.writer
         }
     }
