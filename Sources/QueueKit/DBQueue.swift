@@ -46,6 +46,11 @@ import Synchronization
 /// Inside `read` and `write`, ``Queue/current`` is ``queue`` and `queue.check(.onQueue)` holds;
 /// inside `write`, `queue.check(.onQueueAsBarrier)` holds too.
 ///
+/// In a forked child, `writeAsync` cannot run (the thread that runs asynchronous writes is gone),
+/// and a queue that was being written or had writes pending at the fork is unusable: its calls
+/// throw ``QueueKitError/notRecoverable`` (`read`, which only rethrows, stops the process with one
+/// line), and the writes pending at the fork never run. Other queues keep working.
+///
 /// Thread safety: every member may be called from any thread.
 public final class DBQueue: @unchecked Sendable {
     /// The queue that stands for this DB queue in identity checks. It is for identity only:
@@ -90,6 +95,12 @@ public final class DBQueue: @unchecked Sendable {
     /// Where the worker runs.
     private let writer: DispatchQueue
 
+    /// The fork generation (``Fork/generation``) whose state the queue has adopted, or
+    /// `adoptingFork` while a thread adopts it; and whether a fork left it unusable.
+    private let forkGeneration = Atomic<UInt64>(Fork.generation)
+    private let brokenByFork = Atomic<Bool>(false)
+    private static let adoptingFork = UInt64.max
+
     #if QUEUEKIT_TESTING
     /// Test seam (debug builds only): called by the last reader leaving while a write waits,
     /// before it takes the lane's lock to hand the queue on. Set it before the queue is shared.
@@ -130,8 +141,11 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
-        let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
-        Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
+        // A queue a fork left unusable may be freed with its state as the fork left it.
+        if !brokenByFork.load(ordering: .relaxed) {
+            let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
+            Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
+        }
         drainerWord.deallocate()
     }
 
@@ -140,7 +154,12 @@ public final class DBQueue: @unchecked Sendable {
     /// Runs `body` now, concurrently with other reads and never with a write, and returns its value.
     /// Nested inside a read or write of this queue (also through `sync` hops), it runs inline.
     public func read<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        try withReadAccess(body)
+        if _slowPath(Fork.isChild) {
+            do { try checkFork() } catch {
+                qkshim_fatal("QueueKit: DBQueue.read in a forked child, on a DB queue that was being written at the fork")
+            }
+        }
+        return try withReadAccess(body)
     }
 
     /// Runs `body` now, exclusively, after every write submitted before it, and returns its value.
@@ -153,15 +172,22 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Queues `body` to run exclusively, FIFO with all writes; returns at once. Allowed anywhere:
     /// inside a block of this queue it runs after that block.
+    ///
+    /// In a forked child, where no thread could run it, it stops the process with one line (the C
+    /// call returns `ENOTRECOVERABLE`): work submitted is never silently lost.
     public func writeAsync(_ body: @escaping @Sendable () -> Void) {
-        writeAsync(CWork(retaining: body))
+        do { try writeAsync(CWork(retaining: body)) } catch {
+            qkshim_fatal("QueueKit: DBQueue.writeAsync in a forked child: no thread can run asynchronous writes there")
+        }
     }
 
     /// Waits until every write submitted before the call has run (running them itself when its
     /// thread holds nothing else of QueueKit's).
     ///
-    /// - Throws: ``QueueKitError/wouldDeadlock`` inside a block of this queue.
+    /// - Throws: ``QueueKitError/wouldDeadlock`` inside a block of this queue;
+    ///   ``QueueKitError/notRecoverable`` in a forked child, when the queue was being written at the fork.
     public func flush() throws(QueueKitError) {
+        if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
         let target = asyncTarget()
         if writesHaveRun(upTo: target, state: state.load(ordering: .acquiring)) { return }
@@ -179,6 +205,8 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/busy`` inside a block of this queue.
     public func quiesce() throws(QueueKitError) {
         if ExecutionContext.hold(of: queue) != .none { throw .busy }
+        // A queue that a fork left unusable has nothing left to run, and no thread inside.
+        if _slowPath(Fork.isChild) { do { try checkFork() } catch { return } }
         guard acquire(.write, call: .destroy) else { throw .wouldDeadlock }
         releaseWrite()
         // The worker need not linger for a queue that is going away.
@@ -216,6 +244,7 @@ public final class DBQueue: @unchecked Sendable {
     /// acquired through the lane. Pass the result to `withWriteAccess` at once.
     @inline(__always)
     func enterWrite() throws(QueueKitError) -> WriteAccess {
+        if _slowPath(Fork.isChild) { try checkFork() }
         let caller = ExecutionContext.innermost
         switch caller == nil ? .none : ExecutionContext.hold(of: queue, from: caller) {
         case .exclusive: return WriteAccess(caller: caller, isInline: true)
@@ -243,7 +272,10 @@ public final class DBQueue: @unchecked Sendable {
     /// was queued, so a call that counts the pending writes (`asyncTarget`) after this returned
     /// covers this write and every write ahead of it. (Queued first, a write counted later could
     /// be run in place of a write counted earlier, and a read could slip in between.)
-    func writeAsync(_ work: CWork) {
+    ///
+    /// - Throws: ``QueueKitError/notRecoverable`` in a forked child (nothing queued).
+    func writeAsync(_ work: CWork) throws(QueueKitError) {
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
         let before = state.add(Bits.oneAsync, ordering: .sequentiallyConsistent).oldValue
         writes.push(work)
         // The first pending write makes sure a worker exists; a lingering one finds it by polling.
@@ -965,6 +997,57 @@ public final class DBQueue: @unchecked Sendable {
             idlePolls += 1
             _ = parker.park(until: MonotonicClock.now() &+ Self.drainerPoll, spin: false)
         }
+    }
+}
+
+// MARK: fork()
+
+extension DBQueue {
+    /// In a forked child: the first call after the fork adopts the queue's state as the fork left
+    /// it (one thread does, the others wait for it); then `notRecoverable` when the fork left it
+    /// unusable.
+    @inline(never)
+    func checkFork() throws(QueueKitError) {
+        let generation = Fork.generation
+        var seen = forkGeneration.load(ordering: .acquiring)
+        while seen != generation {
+            if seen != Self.adoptingFork,
+               forkGeneration.compareExchange(
+                   expected: seen, desired: Self.adoptingFork, ordering: .acquiringAndReleasing).exchanged
+            {
+                adoptFork()
+                forkGeneration.store(generation, ordering: .releasing)
+                break
+            }
+            sched_yield()
+            seen = forkGeneration.load(ordering: .acquiring)
+        }
+        if brokenByFork.load(ordering: .relaxed) { throw .notRecoverable }
+    }
+
+    /// The threads (and the tasks suspended on them) that were inside the queue or waiting for it
+    /// at the fork are gone: forget them. The queue stays usable when no other thread was writing
+    /// and no asynchronous write was pending; otherwise the pending writes are dropped (they never
+    /// run here) and the queue is marked unusable. A lane lock still held at the fork (by a thread
+    /// in the middle of waiting or handing on) means the same.
+    private func adoptFork() {
+        let hold = ExecutionContext.hold(of: queue)
+        let usable = lane.withLockIfAvailable { lane -> Bool in
+            let current = state.load(ordering: .acquiring)
+            let writtenElsewhere = current & Bits.writer != 0 && hold != .exclusive
+            let quiet = !writtenElsewhere && Bits.asyncCount(current) == 0
+            lane.waiters.removeAll()
+            lane.dueCount = 0
+            // Only this thread's own read or write survives, and it will end as usual.
+            state.store(hold == .exclusive ? Bits.writer : hold == .shared ? Bits.oneReader : 0, ordering: .releasing)
+            nextTarget.store(.max, ordering: .releasing)
+            drainer.store(Self.drainerIdle, ordering: .releasing)
+            return quiet
+        }
+        if usable != true { brokenByFork.store(true, ordering: .relaxed) }
+        // A lane lock held by a thread that is gone can never be destroyed (that would trap):
+        // such a queue is never freed in this process.
+        if usable == nil { _ = Unmanaged.passRetained(self) }
     }
 }
 

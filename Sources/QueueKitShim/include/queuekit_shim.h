@@ -42,12 +42,6 @@ static inline void qkshim_frame_set(void *frame) { qkshim_tls_frame = frame; }
 /* Assigns the calling thread its number (slow path of qkshim_thread_id). */
 uint64_t qkshim_thread_id_assign(void);
 
-/* How many condition locks the calling thread holds: a thread that holds one never runs other
- * threads' work (a DB queue's pending writes) while it waits. */
-extern __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
-static inline uint32_t qkshim_condlocks_held(void) { return qkshim_tls_condlocks_held; }
-static inline void qkshim_condlocks_held_add(int32_t delta) { qkshim_tls_condlocks_held += (uint32_t)delta; }
-
 /* A non-zero number unique to the calling thread among live threads. */
 static inline uint64_t qkshim_thread_id(void) {
     uint64_t id = qkshim_tls_thread_id;
@@ -74,6 +68,44 @@ static inline void *qkshim_record_get(void) { return qkshim_tls_record; }
  * from its start routine, or qk_main's hand-over of the main thread), `on_exit(record)` runs on
  * it, once, as a pthread key destructor. `on_exit` must be the same function on every call. */
 void qkshim_record_install(void *record, void (*on_exit)(void *record));
+
+/* How many condition locks the calling thread holds right now (ConditionLock.swift counts every
+ * acquisition and release): the thread-exit hook looks for locks to abandon only when it is not 0,
+ * and code that must not run while the thread holds a condition lock can ask (a thread that holds
+ * one never runs other threads' work, a DB queue's pending writes, while it waits). */
+extern __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
+static inline uint32_t qkshim_condlocks_held(void) { return qkshim_tls_condlocks_held; }
+/* Makes the calling thread's record with the function that qkshim_record_maker_set installed
+ * (the slow path of qkshim_condlock_acquired). */
+void qkshim_record_make(void);
+/* Installs the function that makes the calling thread's record (ThreadRecord.swift); set once,
+ * before the first condition lock exists. */
+void qkshim_record_maker_set(void (*maker)(void));
+
+/* Counts one more held condition lock, and makes sure the thread has a record, so that its exit
+ * runs the hook. All in C, so that the Swift fast path that calls it stays small enough to be
+ * inlined into the C entry points. */
+static inline void qkshim_condlock_acquired(void) {
+    qkshim_tls_condlocks_held += 1;
+    if (__builtin_expect(qkshim_tls_record == NULL, 0)) qkshim_record_make();
+}
+static inline void qkshim_condlocks_held_decrement(void) { qkshim_tls_condlocks_held -= 1; }
+static inline void qkshim_condlocks_held_reset(void) { qkshim_tls_condlocks_held = 0; }
+
+/* fork(): how many forks lie between the process that loaded QueueKit and this one. 0 in the
+ * original process; the child handler of fork adds one in each child (before the Swift child hook
+ * runs), so a non-zero value means "a forked child, whose other threads are gone". The handlers
+ * are installed when the library is loaded. */
+extern _Atomic uint64_t qkshim_fork_generation;
+static inline uint64_t qkshim_fork_generation_get(void) {
+    return __atomic_load_n((uint64_t *)&qkshim_fork_generation, __ATOMIC_ACQUIRE);
+}
+static inline bool qkshim_is_forked_child(void) { return qkshim_fork_generation_get() != 0; }
+
+/* Sets the hooks that the fork handlers call: `prepare` in the forking thread before the fork,
+ * then `parent` in the parent or `child` in the child. A fork that began before the hooks were
+ * set calls none of them (each fork uses the hooks that its prepare step saw). */
+void qkshim_fork_hooks_set(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 /* pthread_getname_np (a GNU extension Swift's Glibc module does not show): 0 or an errno. */
 int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size);
