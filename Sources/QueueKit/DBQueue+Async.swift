@@ -21,7 +21,8 @@ extension DBQueue {
     ///
     /// - Throws: `CancellationError` when the task is cancelled before it got access (`body` did
     ///   not run); ``QueueKitError/wouldDeadlock`` when the running thread already holds the
-    ///   queue; what `body` throws.
+    ///   queue; ``QueueKitError/notRecoverable`` in a forked child when a fork left the queue
+    ///   unusable; what `body` throws.
     public func read<R>(isolation: isolated (any Actor)? = #isolation, _ body: () throws -> R) async throws -> R {
         try await enterSuspending(.read, call: .read, isolation: isolation)
         return try withEnteredRead(body)
@@ -34,7 +35,8 @@ extension DBQueue {
     ///
     /// - Throws: `CancellationError` when the task is cancelled before it got access (`body` did
     ///   not run); ``QueueKitError/wouldDeadlock`` when the running thread already holds the
-    ///   queue; what `body` throws.
+    ///   queue; ``QueueKitError/notRecoverable`` in a forked child when a fork left the queue
+    ///   unusable; what `body` throws.
     public func write<R>(isolation: isolated (any Actor)? = #isolation, _ body: () throws -> R) async throws -> R {
         try await enterSuspending(.write, call: .write, isolation: isolation)
         return try withEnteredWrite(body)
@@ -48,6 +50,7 @@ extension DBQueue {
     ///   ``QueueKitError/wouldDeadlock`` when the running thread holds the queue.
     public func flush(isolation: isolated (any Actor)? = #isolation) async throws {
         try Task.checkCancellation()
+        if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw QueueKitError.wouldDeadlock }
         let target = asyncTarget()
         if isCompleted(target) { return }
@@ -58,6 +61,7 @@ extension DBQueue {
     /// otherwise suspending in the lane. Cancellation and misuse are checked first.
     private func enterSuspending(_ want: SuspendedWant, call: DBQueueCall, isolation: isolated (any Actor)?) async throws {
         try Task.checkCancellation()
+        if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw QueueKitError.wouldDeadlock }
         if want == .read ? tryEnterRead() : tryEnterWrite() { return }
         try await acquireSuspending(want, call: call, target: asyncTarget(), isolation: isolation)
