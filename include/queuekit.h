@@ -322,8 +322,8 @@ QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t wo
 /** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once (lock-free).
  *  Allowed anywhere; inside a block of this queue it runs after that block. Every call that begins
  *  after this one returned comes after the write (see qk_dbqueue_t for where the work runs).
- *  EINVAL as qk_dbqueue_write. ENOTRECOVERABLE (nothing queued) in a forked child: the thread that
- *  would run it is gone. */
+ *  EINVAL as qk_dbqueue_write. ENOTRECOVERABLE (nothing queued) in a forked child: the thread
+ *  that would run it is gone. */
 QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Waits until every write submitted before the call has run (running them itself when its

@@ -424,8 +424,8 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         return true
     }
 
-    /// Bookkeeping of the new holder: owner, counters (only the holder writes them, so a load
-    /// and a store suffice) and the thread's count of held condition locks.
+    /// Bookkeeping of the new holder: owner and counters (only the holder writes them, so a load
+    /// and a store suffice).
     @inline(__always)
     private func didAcquire(by thread: UInt64, waited: Bool) {
         owner.store(thread, ordering: .relaxed)

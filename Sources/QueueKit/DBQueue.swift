@@ -141,11 +141,9 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
-        // A queue a fork left unusable may be freed with its state as the fork left it.
-        if !brokenByFork.load(ordering: .relaxed) {
-            let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
-            Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
-        }
+        if brokenByFork.load(ordering: .relaxed) { return }
+        let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
+        Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
         drainerWord.deallocate()
     }
 
@@ -1025,23 +1023,24 @@ extension DBQueue {
         if brokenByFork.load(ordering: .relaxed) { throw .notRecoverable }
     }
 
-    /// The threads (and the tasks suspended on them) that were inside the queue or waiting for it
-    /// at the fork are gone: forget them. The queue stays usable when no other thread was writing
-    /// and no asynchronous write was pending; otherwise the pending writes are dropped (they never
-    /// run here) and the queue is marked unusable. A lane lock still held at the fork (by a thread
-    /// in the middle of waiting or handing on) means the same.
+    /// The threads that were inside the queue, waiting for it or running its writes at the fork
+    /// are gone: forget them. The queue stays usable when no write was running, pending or
+    /// waiting; otherwise the pending writes are dropped (they never run here) and the queue is
+    /// marked unusable. A lane lock still held at the fork (by a thread in the middle of handing
+    /// the queue on) means the same.
     private func adoptFork() {
         let hold = ExecutionContext.hold(of: queue)
         let usable = lane.withLockIfAvailable { lane -> Bool in
             let current = state.load(ordering: .acquiring)
-            let writtenElsewhere = current & Bits.writer != 0 && hold != .exclusive
-            let quiet = !writtenElsewhere && Bits.asyncCount(current) == 0
+            let writing = current & Bits.writer != 0 && hold != .exclusive
+            let quiet = !writing && Bits.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
             lane.waiters.removeAll()
             lane.dueCount = 0
+            nextTarget.store(.max, ordering: .relaxed)
+            drainer.store(Self.drainerIdle, ordering: .relaxed)
             // Only this thread's own read or write survives, and it will end as usual.
-            state.store(hold == .exclusive ? Bits.writer : hold == .shared ? Bits.oneReader : 0, ordering: .releasing)
-            nextTarget.store(.max, ordering: .releasing)
-            drainer.store(Self.drainerIdle, ordering: .releasing)
+            state.store(
+                hold == .exclusive ? Bits.writer : hold == .shared ? Bits.oneReader : 0, ordering: .releasing)
             return quiet
         }
         if usable != true { brokenByFork.store(true, ordering: .relaxed) }
