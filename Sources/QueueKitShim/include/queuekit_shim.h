@@ -71,8 +71,7 @@ void qkshim_record_install(void *record, void (*on_exit)(void *record));
 
 /* How many condition locks the calling thread holds right now (ConditionLock.swift counts every
  * acquisition and release): the thread-exit hook looks for locks to abandon only when it is not 0,
- * and code that must not run while the thread holds a condition lock can ask (a thread that holds
- * one never runs other threads' work, a DB queue's pending writes, while it waits). */
+ * and code that must not run while the thread holds a condition lock can ask. */
 extern __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
 static inline uint32_t qkshim_condlocks_held(void) { return qkshim_tls_condlocks_held; }
 /* Makes the calling thread's record with the function that qkshim_record_maker_set installed
