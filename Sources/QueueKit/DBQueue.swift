@@ -141,6 +141,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
+        ThreadSanitizer.destroying(self)
         if brokenByFork.load(ordering: .relaxed) { return }
         let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
         Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
@@ -956,7 +957,7 @@ public final class DBQueue: @unchecked Sendable {
     private func startDrainer() {
         if drainer.compareExchange(expected: Self.drainerIdle, desired: Self.drainerActive,
                                    ordering: .sequentiallyConsistent).exchanged {
-            writer.async { self.drain() }
+            writer.async { ThreadSanitizer.internalCode { self.drain() } }
         }
     }
 

@@ -105,6 +105,7 @@ public final class Queue: @unchecked Sendable {
     }
 
     deinit {
+        ThreadSanitizer.destroying(self)
         specifics.destroyAll()
     }
 

@@ -69,6 +69,16 @@ enum ThreadSanitizer {
         qkshim_tsan_unlocking(address(object), flags)
     }
 
+    /// `object` is being freed: ordered after everyone who ever held it (as the exclusive
+    /// holder it then is), so its memory going away races with none of their annotations.
+    @inline(__always)
+    static func destroying(_ object: AnyObject) {
+        if isPresent {
+            lockedSlow(object, 0)
+            unlockingSlow(object, 0)
+        }
+    }
+
     /// Everything released through `object`'s exclusive holders happens before what follows
     /// (`flush`: the writes it waited for).
     @inline(__always)
@@ -93,6 +103,16 @@ enum ThreadSanitizer {
         if hides { qkshim_tsan_internal_end() }
     }
 
+    /// Runs `body`, QueueKit's own code on one of its worker threads (outside any C API call),
+    /// as ``enterInternalCode()`` runs what follows it: its memory accesses hidden from the
+    /// sanitizer when this library is not instrumented, the user code it runs seen.
+    @inline(__always)
+    static func internalCode<R>(_ body: () -> R) -> R {
+        let hidden = enterInternalCode()
+        defer { leaveInternalCode(hidden) }
+        return body()
+    }
+
     /// Runs `body`, user code, with its memory accesses seen even inside QueueKit's own code.
     @inline(__always)
     static func userCode<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
@@ -107,6 +127,8 @@ enum ThreadSanitizer {
     @inline(__always)
     static func holding<R>(_ queue: Queue, exclusive: Bool, _ body: () -> R) -> R {
         guard isPresent else { return body() }
+        let hidden = enterInternalCode()   // a queue's worker runs QueueKit's code around the block
+        defer { leaveInternalCode(hidden) }
         lockChain(queue, exclusive: exclusive)
         defer { unlockChain(queue, exclusive: exclusive) }
         return body()
