@@ -115,7 +115,12 @@ enum Catalog {
 
     static func identity() -> [Row] {
         let workload = "identity, inside a block"
+        let sync = "sync onto an idle serial queue"
         return [
+            Row(group: "identity", workload: sync, impl: "QueueKit qk_queue_sync", isQueueKit: true,
+                unit: "op", operations: 2_000_000, run: { qkb_qk_sync_idle($0) }),
+            Row(group: "identity", workload: sync, impl: "GCD dispatch_sync_f", isQueueKit: false,
+                unit: "op", operations: 2_000_000, run: { qkb_gcd_sync_idle($0) }),
             Row(group: "identity", workload: workload, impl: "QueueKit qk_queue_current()", isQueueKit: true,
                 unit: "call", operations: 10_000_000, run: { qkb_qk_current($0) }),
             Row(group: "identity", workload: workload, impl: "QueueKit qk_queue_is_current(q)", isQueueKit: true,

@@ -104,4 +104,9 @@ qkb_sample_t qkb_qk_current(uint64_t iterations);
 qkb_sample_t qkb_qk_is_current(uint64_t iterations);
 qkb_sample_t qkb_get_specific(uint64_t iterations);
 
+/** qk_queue_sync of a tiny piece of work onto an idle serial queue (nobody else uses it). */
+qkb_sample_t qkb_qk_sync_idle(uint64_t iterations);
+/** dispatch_sync_f of the same work onto an idle serial queue. */
+qkb_sample_t qkb_gcd_sync_idle(uint64_t iterations);
+
 #endif /* QKBENCH_H */
