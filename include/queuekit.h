@@ -5,7 +5,10 @@
  *
  *   1. a queue-identity registry ("which queue am I on?", and checks that say so),
  *   2. a reentrant DB queue (many readers, one writer, nested calls never deadlock),
- *   3. a condition lock (NSConditionLock semantics without its crashes, herds and races).
+ *   3. a condition lock (NSConditionLock semantics without its crashes, herds and races),
+ *
+ * and refuses, with EDEADLK and a report, the deadlocks threads make with each other across all
+ * three (section 4).
  *
  * This header is the reference manual: every declaration is documented right above it.
  *
@@ -379,6 +382,87 @@ typedef struct {
  *  atomically, but together they are not one snapshot. EINVAL for NULL arguments or a size too small to
  *  hold `acquisitions`. */
 QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats_t *stats);
+
+/* ========================================================================================== */
+/* 4. Deadlock detection and wait reports                                                     */
+/* ========================================================================================== */
+
+/* A wait-for cycle is a ring of threads, each waiting in an untimed QueueKit call for something
+ * the next one holds:
+ *
+ *   the waiting call                                   waits for           held by
+ *   qk_queue_sync / perform (not inline) /             the queue and every the thread running a block
+ *     barrier_sync on a serial queue                   serial queue it     of it (or of a queue
+ *                                                      targets             targeting it), here or
+ *                                                                          further out (a block
+ *                                                                          waiting in a sync)
+ *   qk_queue_barrier_sync on a concurrent queue        the queue           every thread running a
+ *                                                                          block of it
+ *   qk_queue_sync on a concurrent queue behind a       that barrier        the threads running blocks
+ *     barrier QueueKit submitted that has not                              of the queue (the barrier's
+ *     finished                                                             thread, or those it waits
+ *                                                                          for)
+ *   qk_condlock_lock, lock_when, set while held        the lock            the thread holding it
+ *
+ * The main thread before qk_main() holds the main queue (a worker that syncs onto the main queue
+ * waits for the main thread); after qk_main(), the thread running a main-queue block does. Blocks
+ * that have not started hold nothing.
+ *
+ * Refusal: when an untimed call is about to wait and that wait would close a cycle, it returns
+ * EDEADLK instead: it ran nothing, took nothing, lost nothing (a refused lock waiter leaves the
+ * lock's queue; one handed the lock at that very moment keeps it and returns 0). Exactly one
+ * call per cycle is refused (which one is unspecified); the rest of the ring then proceeds once
+ * the refused caller unwinds. Waits that end (a long block, a chain of waits with no ring) are
+ * never refused.
+ *
+ * Not refused, reported (qk_copy_wait_report, the stall handler): timed waits (a deadline other
+ * than QK_FOREVER ends by itself: a ring through one is no cycle); qk_condlock_lock_when(c) on a
+ * free lock whose condition is not c (nobody holds what it waits for: nobody is obliged to set
+ * the value); rings closed by an asynchronous submission (a barrier_async landing ahead of a
+ * waiting sync), where nobody was about to wait.
+ *
+ * Cost: calls that do not wait do no more than O(1) thread-local bookkeeping; qk_queue_sync
+ * publishes its wait with a few uncontended atomic operations (dispatch cannot say beforehand
+ * whether it will wait), condition locks only after their spin, before sleeping; the cycle
+ * search (under one global lock) runs only on the way into a wait while another thread waits. */
+
+/** Receives a report: `report` is a NUL-terminated, newline-terminated text, valid during the
+ *  call only. */
+typedef void (*qk_report_function_t)(void *context, const char *report);
+
+/** Sets the function called, on the refused thread and before the refused call returns EDEADLK,
+ *  with the report of each cycle across threads that QueueKit refuses. NULL restores the default,
+ *  which writes the report to stderr. The report names every thread of the cycle (number and
+ *  pthread name), the call it waits in, the object (kind and label or name) and what it holds:
+ *
+ *    QueueKit: deadlock refused (EDEADLK): qk_queue_sync would wait in a cycle
+ *      thread 7 "worker-a": in qk_queue_sync(serial queue "com.example.ui"), holds serial queue "com.example.db"
+ *      thread 9 "worker-b": holds serial queue "com.example.ui"; waits in qk_queue_sync(serial queue "com.example.db")  <- refused
+ *
+ *  The handler may call any QueueKit function (no QueueKit lock is held), but must not wait for
+ *  the threads of the cycle. Returns 0. Thread-safe; the change applies to the next refusal. */
+QK_EXPORT int qk_set_deadlock_handler(qk_report_function_t handler, void *context);
+
+/** Copies the wait report into `buffer` (strlcpy semantics: at most size - 1 bytes and a NUL;
+ *  nothing when size is 0; `buffer` may be NULL then) and returns its full length. The report is
+ *  a snapshot of every thread (and suspended Swift task) waiting inside QueueKit right now, one
+ *  line each after a heading: the thread, the call, the object, for how long, timed or untimed,
+ *  what it waits for (the waiting threads that hold it; for a condition lock its holder, "thread 5
+ *  (exited)" for one that is gone, or "condition 3, now 2, lock free"), and what it holds. ""
+ *  (returns 0) when nobody waits. Durations are measured at a few milliseconds' resolution.
+ *  Thread-safe; the threads it reads cannot stop waiting while it reads them (for microseconds). */
+QK_EXPORT size_t qk_copy_wait_report(char *buffer, size_t size);
+
+/** Watches for stalls: when one wait inside QueueKit has lasted `threshold_ns`, calls `handler`
+ *  once for that wait (waits that stall together share a call), from a QueueKit thread named
+ *  "queuekit-stalls", with the wait report. The watch looks a few times per threshold (at most
+ *  every 250 ms, at least every 1 ms), so a stall is reported at most a quarter of the threshold
+ *  (and 250 ms) late. threshold_ns == 0 turns the watch off; handler == NULL with a threshold
+ *  uses the stderr writer. Replaces the previous watch. The environment variable
+ *  QUEUEKIT_STALL_MS=N (milliseconds, 1 to 3600000) turns the watch on with the stderr writer
+ *  when the library is loaded; any other value is ignored with one line on stderr. 0, or the
+ *  error of starting the watch thread (EAGAIN). Thread-safe. */
+QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t handler, void *context);
 
 #ifdef __cplusplus
 } /* extern "C" */

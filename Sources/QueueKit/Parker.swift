@@ -106,7 +106,7 @@ struct Parker {
     /// for `pureSpinBudget` with a CPU hint between polls, then yielding the CPU. True when it
     /// was set.
     @inline(__always)
-    private func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
+    func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
         let start = MonotonicClock.now()
         let end = min(deadline, start &+ Self.spinBudget)
         let pureEnd = min(end, start &+ (pureSpin ? Self.pureSpinBudget : 0))

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import QueueKitShim
+import Synchronization
 
 /// A dispatch queue that knows its identity: the core of QueueKit's queue-identity registry.
 ///
@@ -58,6 +59,13 @@ public final class Queue: @unchecked Sendable {
     /// The label as a NUL-terminated copy that lives as long as the queue (for `qk_queue_label`).
     let cLabel: UnsafeMutablePointer<CChar>
     let specifics = Specifics()
+    /// Barriers submitted through QueueKit to this concurrent queue, and how many of them have
+    /// finished: a `sync` waits behind a barrier exactly while fewer have finished than were
+    /// submitted before it (dispatch runs a queue's barriers in order). The deadlock detector's
+    /// view of "a pending barrier"; incremented before the submission, so no `sync` that dispatch
+    /// queues behind a barrier misses it.
+    let barriersSubmitted = Atomic<UInt64>(0)
+    let barriersFinished = Atomic<UInt64>(0)
 
     @inline(__always) var isSerial: Bool { kind == .serial }
 
@@ -178,8 +186,11 @@ public final class Queue: @unchecked Sendable {
         guard let dispatchQueue else { throw .invalidArgument }
         let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
+        let countsBarrier = barrier && !isSerial
+        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
         dispatchQueue.async(flags: barrier ? .barrier : []) {
             ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
+            if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
         }
     }
 
@@ -195,7 +206,12 @@ public final class Queue: @unchecked Sendable {
     ///   dispatch's sync must acquire every target on the way down, and would wait forever for the
     ///   one we hold exclusively, or behind a barrier pending on the one we share
     ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
-    func syncBlock(barrier: Bool, _ work: () -> Void) -> Result<Void, QueueKitError> {
+    ///
+    /// Then, on the way into dispatch's `sync`, the wait is published for the cross-thread
+    /// deadlock detector (`WaitRegistry`): refused with `wouldDeadlock` (nothing submitted) when
+    /// it would close a cycle of waiting threads; withdrawn by the block's wrapper as soon as the
+    /// block starts, on whichever thread runs it. `call` names the call in reports.
+    func syncBlock(barrier: Bool, call: StaticString? = nil, _ work: () -> Void) -> Result<Void, QueueKitError> {
         guard let dispatchQueue else { return .failure(.invalidArgument) }
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
@@ -220,10 +236,32 @@ public final class Queue: @unchecked Sendable {
             }
         }
         let exclusive = barrier || isSerial
+        let countsBarrier = barrier && !isSerial
+        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let ticket = isSerial || barrier ? 0 : barriersSubmitted.load(ordering: .sequentiallyConsistent)
+        let record = ThreadRecord.current
+        let refusal = WaitRegistry.enter(record) { wait in
+            wait.call = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
+            wait.kind = barrier ? .queueBarrierSync : .queueSync
+            wait.queue = Unmanaged.passUnretained(self)
+            wait.lock = nil
+            wait.detail = nil
+            wait.barrierTicket = ticket
+            wait.deadline = MonotonicClock.forever
+            wait.frame = caller
+        }
+        if let refusal {
+            if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
+            WaitRegistry.deliver(refusal)
+            return .failure(.wouldDeadlock)
+        }
+        let waiter = Unmanaged.passUnretained(record)
         withoutActuallyEscaping(work) { work in
             let box = UncheckedSendable(work)
             dispatchQueue.sync(flags: barrier ? .barrier : []) {
+                WaitRegistry.withdraw(waiter.takeUnretainedValue())
                 ExecutionContext.run(on: self, exclusive: exclusive, outer: caller, box.value)
+                if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
             }
         }
         return .success(())
@@ -238,7 +276,7 @@ public final class Queue: @unchecked Sendable {
             ExecutionContext.run(on: self, exclusive: hold == .exclusive, outer: caller, work)
             return .success(())
         }
-        return syncBlock(barrier: false, work)
+        return syncBlock(barrier: false, call: "qk_queue_perform", work)
     }
 
     // MARK: Identity

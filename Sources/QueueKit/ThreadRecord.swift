@@ -1,5 +1,6 @@
 import Glibc
 import QueueKitShim
+import Synchronization
 
 /// What QueueKit keeps about a thread beyond its frame chain: the thread's number and pthread (so
 /// diagnostics can name it), and a place where the slow paths publish what the thread waits for.
@@ -20,6 +21,14 @@ final class ThreadRecord: @unchecked Sendable {
     let isMainThread: Bool
     /// Set (under the registry's lock) when the thread has exited: a holder that is gone.
     private(set) var hasExited = false
+
+    /// Whether ``wait`` describes a wait in progress, and whether a diagnostic walk is reading it:
+    /// ``WaitState``. The owner writes `wait` only while the state is `idle`; the state changes
+    /// as `WaitRegistry` documents (publish, pin, unpin, unpublish).
+    let waitState = Atomic<UInt32>(WaitState.idle)
+    /// What the thread waits for, while `waitState` is not `idle`. Written by the thread itself
+    /// (before it publishes), read by other threads only while they have it pinned.
+    @exclusivity(unchecked) var wait = PublishedWait()
 
     private init() {
         number = qkshim_thread_id()
@@ -74,6 +83,21 @@ final class ThreadRecord: @unchecked Sendable {
             record.hasExited = true
             records[record.number] = nil
         }
+        recentlyExited.withLock { exited in
+            if exited.count == recentlyExitedLimit { exited.removeFirst(recentlyExitedLimit / 2) }
+            exited.append(record.number)
+        }
+    }
+
+    /// The numbers of the threads that exited most recently (having had a record), oldest first:
+    /// how a report names a lock holder that is gone.
+    private static let recentlyExited = Lock<[UInt64]>([])
+    private static let recentlyExitedLimit = 1024
+
+    /// Whether the thread numbered `number` is known to have exited (among the last
+    /// ``recentlyExitedLimit`` threads with a record to exit).
+    static func hasExited(_ number: UInt64) -> Bool {
+        recentlyExited.withLock { $0.contains(number) }
     }
 }
 

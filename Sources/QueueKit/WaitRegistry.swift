@@ -1,0 +1,271 @@
+import Glibc
+import QueueKitShim
+import Synchronization
+
+/// The states of ``ThreadRecord/waitState``.
+enum WaitState {
+    /// No wait published; only the thread itself touches ``ThreadRecord/wait``.
+    static let idle: UInt32 = 0
+    /// A wait is published and nobody reads it.
+    static let waiting: UInt32 = 1
+    /// A wait is published and a diagnostic walk (holding the detector lock) is reading it and
+    /// the thread's frame chain: the thread cannot withdraw the wait until the walk lets go.
+    static let pinned: UInt32 = 2
+}
+
+/// What kind of call a published wait is in.
+enum WaitKind: UInt8 {
+    case none
+    /// `sync` or `perform` onto a queue (`object` is the `Queue`).
+    case queueSync
+    /// `barrier_sync` onto a concurrent queue (`object` is the `Queue`).
+    case queueBarrierSync
+    /// A condition lock's `lock`, `lock_until` or `set` (`object` is the lock).
+    case lock
+    /// A condition lock's `lock_when` (`detail` is the waiter, for the wanted value).
+    case lockWhen
+}
+
+/// What a waiting thread published about its wait: plain values only (no reference counting on
+/// the way in), valid while its ``ThreadRecord/waitState`` is not `idle`.
+struct PublishedWait {
+    /// The C name of the call ("qk_queue_sync"); Swift calls are named after their C twin.
+    var call: StaticString = ""
+    var kind = WaitKind.none
+    /// The `Queue` waited for, unretained: the waiting call keeps it alive.
+    var queue: Unmanaged<Queue>?
+    /// The condition lock waited for, unretained: the waiting call keeps it alive.
+    unowned(unsafe) var lock: (any InspectableLock)?
+    /// `lock_when`: the lock's waiter record on the waiting thread's stack (the wanted value).
+    var detail: UnsafeRawPointer?
+    /// A `sync` onto a concurrent queue: how many of the queue's barriers must have finished
+    /// before it can run (0: none was pending when it was submitted).
+    var barrierTicket: UInt64 = 0
+    /// Absolute deadline; `MonotonicClock.forever` for an untimed wait.
+    var deadline = MonotonicClock.forever
+    /// When the wait began, on the coarse monotonic clock.
+    var start: UInt64 = 0
+    /// The thread's innermost frame: its chain, frozen while it waits, is what it holds.
+    var frame: UnsafePointer<ExecutionFrame>?
+    /// Numbers the thread's waits, so the stall watch reports each wait once.
+    var serial: UInt64 = 0
+
+    var isTimed: Bool { deadline != MonotonicClock.forever }
+}
+
+/// A lock whose waits the deadlock detector can follow: who holds it, and how to name it.
+protocol InspectableLock: AnyObject {
+    /// The holder's thread number (`qkshim_thread_id()`), 0 when free.
+    var holderNumber: UInt64 { get }
+    /// "condition lock \"cache\"".
+    var diagnosticName: String { get }
+    /// For a `lock_when` waiter (`detail` of its published wait): "condition 3, now 2".
+    func conditionDescription(waiter: UnsafeRawPointer) -> String
+}
+
+/// Publication of waits and the search for wait-for cycles across threads.
+///
+/// ## Protocol
+/// A thread about to wait in a QueueKit call *publishes* the wait in its ``ThreadRecord``: it
+/// writes ``PublishedWait`` while its state is `idle`, stores `waiting` (release), then increments
+/// the global count of waiting threads (`qkshim_waiting_enter`, sequentially consistent). When
+/// the wait is untimed and the count says another thread was waiting already, it searches for
+/// a cycle under the *detector lock*. It *withdraws* the wait when it stops waiting: a
+/// compare-and-swap `waiting → idle` (spinning while a walk has it `pinned`), then the decrement.
+/// A `sync` publishes before dispatch's `sync` and is withdrawn by the block's wrapper when the
+/// block starts (possibly on another thread: the main queue's), so an idle queue costs a few
+/// uncontended atomics and no lock. Condition locks publish after their spin, before sleeping.
+///
+/// Every reader of other threads' waits (the cycle search, the wait report, the stall watch)
+/// holds the detector lock and *pins* each waiting record (`waiting → pinned`, acquire) before it
+/// reads it, and unpins it (`pinned → waiting`, release) before letting go of the lock.
+///
+/// ## Why a refused wait is a real cycle (no false refusals)
+/// - Only waiting threads can be in a cycle, and a thread that waits cannot change what it holds:
+///   its frame chain is frozen on its stack (it is inside the call), and it can neither release
+///   nor take a condition lock, except the one it waits for being handed to it.
+/// - While pinned, a thread cannot withdraw its wait, so during a search every pinned wait and
+///   every holding derived from it (frame chains; `owner == thread` of a lock that thread does
+///   not wait for) is fixed: all edges found hold at one instant, the search's.
+/// - A wait that has been granted but not yet withdrawn is never taken for a waiter: a
+///   condition-lock waiter whose lock's owner is itself has been handed the lock (the hand-off
+///   sets the owner before it wakes the waiter); a granted serial-queue or barrier `sync` has
+///   no other holder (dispatch runs nothing else of the queue, and the caller's own chain stops
+///   at its caller frame); a `sync` behind a barrier waits only while fewer of the queue's
+///   barriers have finished than were submitted before it (`barrierTicket`).
+///
+/// ## Why a cycle is never missed (two threads closing the same ring)
+/// Let the ring's threads publish in any order; consider the last one, L, in the total order of
+/// the sequentially consistent increments. Every other member published (state `waiting`, the
+/// fields, its holdings) before its increment, and is still waiting when L increments (the ring
+/// exists once L waits, and nobody leaves a ring), so L's increment returns at least 1 and L
+/// searches; its increment reads from theirs, so it sees their publications. L's search takes
+/// the detector lock, so it runs either before or after any other search; if an earlier search
+/// refused a member, the ring is broken and nothing is left to refuse.
+///
+/// ## Why exactly one call per cycle is refused
+/// The searcher that finds a cycle withdraws its own wait *before* it releases the detector
+/// lock. Every later search sees it not waiting, so no other member of that ring is refused; the
+/// refused call then returns `EDEADLK` without having run or taken anything, and the ring's other
+/// members proceed as soon as it unwinds.
+enum WaitRegistry {
+    /// Serialises every reader of other threads' waits (searches, reports, the stall watch).
+    static let detector = Lock<Void>(())
+
+    // MARK: Publishing
+
+    /// Publishes a wait of the calling thread, described by `describe`. Returns how many other
+    /// threads had a wait published at that moment (an upper bound).
+    @inline(__always)
+    static func publish(_ record: ThreadRecord, _ describe: (inout PublishedWait) -> Void) -> Int {
+        record.wait.serial &+= 1
+        record.wait.start = qkshim_now_coarse_ns()
+        describe(&record.wait)
+        record.waitState.store(WaitState.waiting, ordering: .releasing)
+        return qkshim_waiting_enter()
+    }
+
+    /// Withdraws the wait `record` published. Any thread may call it for `record`, once per wait.
+    @inline(__always)
+    static func withdraw(_ record: ThreadRecord) {
+        if !record.waitState.compareExchange(
+            expected: WaitState.waiting, desired: WaitState.idle, ordering: .acquiringAndReleasing
+        ).exchanged {
+            withdrawPinned(record)
+        }
+        qkshim_waiting_leave()
+    }
+
+    /// A walk has the record pinned: wait for it to let go (it holds the pin for the length of a
+    /// search, a few microseconds).
+    @inline(never)
+    private static func withdrawPinned(_ record: ThreadRecord) {
+        var spins = 0
+        while !record.waitState.compareExchange(
+            expected: WaitState.waiting, desired: WaitState.idle, ordering: .acquiringAndReleasing
+        ).exchanged {
+            spins += 1
+            if spins < 64 { qkshim_cpu_relax() } else { sched_yield() }
+        }
+    }
+
+    /// Publishes an untimed or timed wait and, when it is untimed and another thread waits too,
+    /// searches for the cycle it would close. Returns `nil` to go on waiting (then `withdraw`
+    /// when done), or the report of the cycle: the wait was withdrawn and the caller must refuse
+    /// (after settling any hand-off that raced with the search) and `deliver` the report.
+    @inline(__always)
+    static func enter(_ record: ThreadRecord, _ describe: (inout PublishedWait) -> Void) -> String? {
+        let others = publish(record, describe)
+        if others == 0 || record.wait.isTimed { return nil }
+        return refusal(of: record)
+    }
+
+    /// The cycle search of `enter`, under the detector lock.
+    @inline(never)
+    static func refusal(of me: ThreadRecord) -> String? {
+        detector.withLock { _ in
+            let others = pinWaiters(except: me)
+            defer { unpin(others) }
+            let nodes = others + [me]
+            guard let ring = WaitGraph(nodes: nodes).cycle(through: me) else { return nil }
+            let report = DeadlockReport.refusal(ring: ring, nodes: nodes)
+            // Leave the wait before any other search can run: exactly one refusal per cycle.
+            me.waitState.store(WaitState.idle, ordering: .releasing)
+            qkshim_waiting_leave()
+            return report
+        }
+    }
+
+    /// Calls the deadlock handler with `report`, on the calling (refused) thread.
+    static func deliver(_ report: String) {
+        Diagnostics.deadlockHandler.call(report)
+    }
+
+    // MARK: Reading other threads' waits
+
+    /// Pins every waiting record but `me`; the caller holds the detector lock.
+    static func pinWaiters(except me: ThreadRecord? = nil) -> [ThreadRecord] {
+        ThreadRecord.registry.withLock { records in
+            var pinned: [ThreadRecord] = []
+            for record in records.values where record !== me {
+                if record.waitState.compareExchange(
+                    expected: WaitState.waiting, desired: WaitState.pinned, ordering: .acquiring
+                ).exchanged {
+                    pinned.append(record)
+                }
+            }
+            return pinned
+        }
+    }
+
+    static func unpin(_ records: [ThreadRecord]) {
+        for record in records { record.waitState.store(WaitState.waiting, ordering: .releasing) }
+    }
+
+    /// Runs `body` with every waiting thread pinned (none of them can stop waiting meanwhile).
+    static func withWaitersPinned<R>(_ body: ([ThreadRecord]) -> R) -> R {
+        detector.withLock { _ in
+            let pinned = pinWaiters()
+            defer { unpin(pinned) }
+            return body(pinned)
+        }
+    }
+}
+
+/// The wait-for graph of a set of pinned waiting threads: who waits for whom.
+struct WaitGraph {
+    let nodes: [ThreadRecord]
+
+    /// The threads that hold what `waiter` waits for and are themselves waiting (among `nodes`);
+    /// none when the wait has been granted, or is timed (it ends by itself: no cycle goes
+    /// through it) unless `evenIfTimed`.
+    func holders(of waiter: ThreadRecord, evenIfTimed: Bool = false) -> [ThreadRecord] {
+        let wait = waiter.wait
+        guard evenIfTimed || !wait.isTimed else { return [] }
+        switch wait.kind {
+        case .none:
+            return []
+        case .queueSync, .queueBarrierSync:
+            guard let queue = wait.queue?.takeUnretainedValue() else { return [] }
+            return nodes.filter { $0 !== waiter && Self.holds($0.wait.frame, what: wait, of: queue) }
+        case .lock, .lockWhen:
+            guard let owner = wait.lock?.holderNumber, owner != 0, owner != waiter.number else { return [] }
+            return nodes.filter { $0.number == owner }
+        }
+    }
+
+    /// Whether the chain starting at `frame` holds what a `sync` described by `wait` onto `queue`
+    /// waits for: the queue itself (a serial queue; a concurrent one for a barrier, or behind an
+    /// unfinished barrier), and every serial queue it targets.
+    static func holds(_ frame: UnsafePointer<ExecutionFrame>?, what wait: PublishedWait, of queue: Queue) -> Bool {
+        guard let frame else { return false }
+        let wholeQueue = queue.isSerial || wait.kind == .queueBarrierSync
+            || (wait.barrierTicket != 0 && queue.barriersFinished.load(ordering: .acquiring) < wait.barrierTicket)
+        if wholeQueue && ExecutionContext.hold(of: queue, from: frame) != .none { return true }
+        var ancestor = queue.target
+        while let serial = ancestor {
+            if serial.isSerial && ExecutionContext.hold(of: serial, from: frame) != .none { return true }
+            ancestor = serial.target
+        }
+        return false
+    }
+
+    /// A ring of waits from `start` back to it: `[start, holder of start's wait, …]`, each
+    /// waiting for something the next one holds, the last for something `start` holds.
+    func cycle(through start: ThreadRecord) -> [ThreadRecord]? {
+        var path = [start]
+        var visited: Set<ObjectIdentifier> = [ObjectIdentifier(start)]
+        func extend(from waiter: ThreadRecord) -> Bool {
+            for holder in holders(of: waiter) {
+                if holder === start { return true }
+                if visited.insert(ObjectIdentifier(holder)).inserted {
+                    path.append(holder)
+                    if extend(from: holder) { return true }
+                    path.removeLast()
+                }
+            }
+            return false
+        }
+        return extend(from: start) ? path : nil
+    }
+}
