@@ -1,4 +1,5 @@
 import Foundation
+import QueueKitShim
 import Testing
 
 @testable import QueueKit
@@ -11,8 +12,9 @@ struct ThreadRecordTests {
         let release = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var number: UInt64 = 0
         let thread = Thread {
-            // Named from inside: Foundation applies a name set before start() lazily on Linux.
-            Thread.current.name = "record-test"
+            // pthread_setname_np directly: Foundation's Thread.name does not always reach the
+            // pthread on Linux (the thread then keeps the name it inherited from its creator).
+            _ = qkshim_thread_set_name("record-test")
             number = ThreadRecord.current.number
             #expect(ThreadRecord.current === ThreadRecord.record(numbered: number))
             made.signal()
