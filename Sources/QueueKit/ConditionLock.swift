@@ -479,7 +479,6 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
                 wait.queue = nil
                 wait.lock = self
                 wait.detail = UnsafeRawPointer(node)
-                wait.barrierTicket = 0
                 wait.deadline = deadline
                 wait.frame = ExecutionContext.innermost
             }

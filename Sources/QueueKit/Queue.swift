@@ -60,12 +60,17 @@ public final class Queue: @unchecked Sendable {
     let cLabel: UnsafeMutablePointer<CChar>
     let specifics = Specifics()
     /// Barriers submitted through QueueKit to this concurrent queue, and how many of them have
-    /// finished: a `sync` waits behind a barrier exactly while fewer have finished than were
-    /// submitted before it (dispatch runs a queue's barriers in order). The deadlock detector's
-    /// view of "a pending barrier"; incremented before the submission, so no `sync` that dispatch
-    /// queues behind a barrier misses it.
+    /// finished: the deadlock detector's view of "a barrier is pending or running", which a plain
+    /// `sync` may be queued behind. Submissions count before dispatch sees them, so no `sync` that
+    /// dispatch queues behind a barrier is missed.
     let barriersSubmitted = Atomic<UInt64>(0)
     let barriersFinished = Atomic<UInt64>(0)
+
+    /// Whether a barrier submitted through QueueKit has not finished yet.
+    var hasUnfinishedBarrier: Bool {
+        let finished = barriersFinished.load(ordering: .sequentiallyConsistent)
+        return finished < barriersSubmitted.load(ordering: .sequentiallyConsistent)
+    }
 
     @inline(__always) var isSerial: Bool { kind == .serial }
 
@@ -238,7 +243,6 @@ public final class Queue: @unchecked Sendable {
         let exclusive = barrier || isSerial
         let countsBarrier = barrier && !isSerial
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
-        let ticket = isSerial || barrier ? 0 : barriersSubmitted.load(ordering: .sequentiallyConsistent)
         let record = ThreadRecord.current
         let refusal = WaitRegistry.enter(record) { wait in
             wait.call = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
@@ -246,7 +250,6 @@ public final class Queue: @unchecked Sendable {
             wait.queue = Unmanaged.passUnretained(self)
             wait.lock = nil
             wait.detail = nil
-            wait.barrierTicket = ticket
             wait.deadline = MonotonicClock.forever
             wait.frame = caller
         }

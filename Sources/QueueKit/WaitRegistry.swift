@@ -38,9 +38,6 @@ struct PublishedWait {
     unowned(unsafe) var lock: (any InspectableLock)?
     /// `lock_when`: the lock's waiter record on the waiting thread's stack (the wanted value).
     var detail: UnsafeRawPointer?
-    /// A `sync` onto a concurrent queue: how many of the queue's barriers must have finished
-    /// before it can run (0: none was pending when it was submitted).
-    var barrierTicket: UInt64 = 0
     /// Absolute deadline; `MonotonicClock.forever` for an untimed wait.
     var deadline = MonotonicClock.forever
     /// When the wait began, on the coarse monotonic clock.
@@ -91,8 +88,15 @@ protocol InspectableLock: AnyObject {
 ///   condition-lock waiter whose lock's owner is itself has been handed the lock (the hand-off
 ///   sets the owner before it wakes the waiter); a granted serial-queue or barrier `sync` has
 ///   no other holder (dispatch runs nothing else of the queue, and the caller's own chain stops
-///   at its caller frame); a `sync` behind a barrier waits only while fewer of the queue's
-///   barriers have finished than were submitted before it (`barrierTicket`).
+///   at its caller frame). One approximation remains, for a plain `sync` onto a concurrent
+///   queue: dispatch does not say whether it queued behind a barrier, so it counts as waiting
+///   for the queue's running blocks while any barrier submitted through QueueKit has not finished
+///   (`Queue.hasUnfinishedBarrier`, read at search time). That never misses a `sync` queued behind
+///   a barrier (the barrier is counted before dispatch sees it), even one whose submission raced
+///   with the `sync`'s; but a `sync` that dispatch has just let run, in the instant before its
+///   block withdraws the wait, while another thread submits a barrier, would count as behind it.
+///   A refusal then still needs a ring of waiting threads through the very blocks running on that
+///   queue at that instant.
 ///
 /// ## Why a cycle is never missed (two threads closing the same ring)
 /// Let the ring's threads publish in any order; consider the last one, L, in the total order of
@@ -239,8 +243,7 @@ struct WaitGraph {
     /// unfinished barrier), and every serial queue it targets.
     static func holds(_ frame: UnsafePointer<ExecutionFrame>?, what wait: PublishedWait, of queue: Queue) -> Bool {
         guard let frame else { return false }
-        let wholeQueue = queue.isSerial || wait.kind == .queueBarrierSync
-            || (wait.barrierTicket != 0 && queue.barriersFinished.load(ordering: .acquiring) < wait.barrierTicket)
+        let wholeQueue = queue.isSerial || wait.kind == .queueBarrierSync || queue.hasUnfinishedBarrier
         if wholeQueue && ExecutionContext.hold(of: queue, from: frame) != .none { return true }
         var ancestor = queue.target
         while let serial = ancestor {
