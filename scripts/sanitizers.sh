@@ -39,7 +39,7 @@ build() {
 # The arguments each program runs with at CI size (examples take none).
 arguments_of() {
     case $1 in
-        torture) echo "--threads 4 --trees ${TORTURE_TREES:-1500}" ;;
+        torture) echo "--threads 4 --trees ${TORTURE_TREES:-1500} --unordered ${TORTURE_UNORDERED:-1000}" ;;
         soak) echo "--seconds ${SOAK_SECONDS:-3}" ;;
         misuse) [ "$mode" = valgrind ] && echo "--no-abort-tests" || true ;;
         *) ;;
@@ -53,7 +53,7 @@ run_all() {
         name=$(basename "$source" .c)
         args=$(arguments_of "$name")
         if [ "$mode" = valgrind ]; then
-            case $name in torture) args="--threads 3 --trees 100" ;; soak) args="--seconds 2" ;; esac
+            case $name in torture) args="--threads 3 --trees 100 --unordered 100" ;; soak) args="--seconds 2" ;; esac
         fi
         echo "==> $name $args"
         # shellcheck disable=SC2086 # $args is a list of words

@@ -42,7 +42,7 @@ static void (*qkshim_record_on_exit)(void *);
 
 static void qkshim_record_destructor(void *record) {
     qkshim_tls_record = NULL;
-    qkshim_record_on_exit(record);
+    __atomic_load_n(&qkshim_record_on_exit, __ATOMIC_ACQUIRE)(record);
 }
 
 static void qkshim_record_key_create(void) {
@@ -54,7 +54,8 @@ static void qkshim_record_key_create(void) {
 }
 
 void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
-    qkshim_record_on_exit = on_exit;
+    /* Every thread stores the same function: atomically, so that exiting threads read it cleanly. */
+    __atomic_store_n(&qkshim_record_on_exit, on_exit, __ATOMIC_RELEASE);
     pthread_once(&qkshim_record_key_once, qkshim_record_key_create);
     int rc = pthread_setspecific(qkshim_record_key, record);
     if (rc != 0) {
