@@ -17,6 +17,7 @@ enum DeadlockReport {
     /// ```
     static func refusal(ring: [ThreadRecord], nodes: [ThreadRecord]) -> String {
         let refused = ring[0]
+        // (Each name costs a read of /proc for another thread: only the ring's are read.)
         var lines = ["QueueKit: deadlock refused (EDEADLK): \(refused.wait.call) would wait in a cycle"]
         for member in ring.dropFirst() {
             lines.append("  \(member.displayName): in \(call(member.wait)), holds \(holdings(of: member, nodes: nodes))")
@@ -30,12 +31,15 @@ enum DeadlockReport {
         if nodes.isEmpty && tasks.isEmpty { return "" }
         let graph = WaitGraph(nodes: nodes)
         let count = nodes.count + tasks.count
+        // A thread's name costs a read of /proc: read each once per report.
+        var names: [UInt64: String] = [:]
+        for node in nodes { names[node.number] = node.displayName }
         var lines = ["QueueKit: \(count) wait\(count == 1 ? "" : "s") in progress"]
         for node in nodes.sorted(by: { $0.number < $1.number }) {
             let wait = node.wait
             lines.append(
-                "  \(node.displayName): in \(call(wait)) for \(duration(now &- wait.start)), "
-                    + "\(wait.isTimed ? "timed" : "untimed"); waits for \(waitsFor(node, graph: graph)); "
+                "  \(names[node.number]!): in \(call(wait)) for \(duration(now &- wait.start)), "
+                    + "\(wait.isTimed ? "timed" : "untimed"); waits for \(waitsFor(node, graph: graph, names: names)); "
                     + "holds \(holdings(of: node, nodes: nodes))")
         }
         for task in tasks {
@@ -103,19 +107,20 @@ enum DeadlockReport {
     }
 
     /// Whom or what a waiting thread waits for, for the wait report.
-    static func waitsFor(_ record: ThreadRecord, graph: WaitGraph) -> String {
+    static func waitsFor(_ record: ThreadRecord, graph: WaitGraph, names: [UInt64: String]) -> String {
         let wait = record.wait
         switch wait.kind {
         case .none:
             return "nothing"
         case .queueSync, .queueBarrierSync:
             let holders = graph.holders(of: record, evenIfTimed: true)
-            if !holders.isEmpty { return holders.map(\.displayName).joined(separator: ", ") }
+            if !holders.isEmpty { return holders.map { names[$0.number] ?? $0.displayName }.joined(separator: ", ") }
             return "the blocks running on it (no waiting thread holds it)"
         case .lock, .lockWhen:
             guard let lock = wait.lock else { return "the lock" }
             let owner = lock.holderNumber
-            let holder = owner == 0 ? "lock free" : owner == record.number ? "being handed the lock" : "held by \(describeThread(owner))"
+            let holder = owner == 0 ? "lock free" : owner == record.number ? "being handed the lock"
+                : "held by \(names[owner] ?? describeThread(owner))"
             if wait.kind == .lockWhen, let waiter = wait.detail {
                 return "\(lock.conditionDescription(waiter: waiter)), \(holder)"
             }
