@@ -37,7 +37,9 @@ let package = Package(
         .target(
             name: "QueueKit",
             dependencies: ["CQueueKit", "QueueKitShim"],
-            path: "Sources/QueueKit"
+            path: "Sources/QueueKit",
+            // Test seams (hooks and counters the tests observe) exist in debug builds only.
+            swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))]
         ),
         // Only the link of the `queuekit` dynamic product: its version script keeps the exports to qk_*.
         .target(

@@ -1,9 +1,10 @@
 /// A C work function, as dispatch's `_f` functions take it.
 public typealias CFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void
 
-/// A unit of work as C passes it: a function and its context. Swift closures that must be
-/// stored are boxed into this shape too (``CWork/init(retaining:)``), so the queues keep one
-/// representation of pending work and C callers pay for no closure allocation.
+/// A unit of work as C passes it: a function and its context. The DB queue's write lane stores
+/// every pending asynchronous write in this one shape: C work as it came (no allocation), Swift
+/// closures boxed (``CWork/init(retaining:)``). `Queue`'s `async` hands its work to dispatch as a
+/// closure instead.
 struct CWork: @unchecked Sendable {
     let context: UnsafeMutableRawPointer?
     let function: CFunction

@@ -51,7 +51,7 @@ private enum StateBit {
 /// and no reference counting; waiting allocates nothing either.
 ///
 /// Thread safety: every member may be called from any thread. The lock is not recursive.
-public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sendable {
+public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Sendable {
     /// Counters since creation, a snapshot (each field is read atomically, not all of them at once).
     public struct Stats: Sendable, Hashable {
         /// Successful `lock*` and `tryLock*` calls of every kind, and each ``ConditionLock/set(_:)``.
@@ -104,8 +104,9 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     private let futileCount = Atomic<UInt64>(0)
     private let timeoutCount = Atomic<UInt64>(0)
 
-    /// The name as a `strdup`ed C string (its address, 0 when unnamed).
-    private let nameAddress = Lock<UInt>(0)
+    /// The name (`nil` when unnamed), kept as a C string so that `qk_condlock_name` can lend it
+    /// out until the next change.
+    let nameStorage = Lock<CString?>(nil)
 
     /// Creates an unlocked lock whose condition is `condition`.
     ///
@@ -113,10 +114,6 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
     public init(condition: Condition, name: String? = nil) {
         self.value = condition
         if let name { self.name = name }
-    }
-
-    deinit {
-        free(UnsafeMutableRawPointer(bitPattern: nameAddress.withLock { $0 }))
     }
 
     // MARK: Acquiring
@@ -151,14 +148,10 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         try acquire(wanted: nil, deadline: deadline, isTry: false, call: "qk_condlock_lock_until")
     }
 
-    /// As ``lock(before:)-(UInt64)``, with a `ContinuousClock` deadline.
-    public func lock(before deadline: ContinuousClock.Instant) throws(QueueKitError) {
-        try lock(before: MonotonicClock.deadline(deadline))
-    }
-
-    /// As ``lock(before:)-(UInt64)``, with a `DispatchTime` deadline (`.distantFuture`: forever).
-    public func lock(before deadline: DispatchTime) throws(QueueKitError) {
-        try lock(before: MonotonicClock.deadline(deadline))
+    /// As ``lock(before:)-(UInt64)``, with any ``QueueKitDeadline`` (a `ContinuousClock.Instant`,
+    /// a `DispatchTime`). The timed calls come in this pair: nanoseconds, and any deadline type.
+    public func lock(before deadline: some QueueKitDeadline) throws(QueueKitError) {
+        try lock(before: deadline.monotonicDeadline)
     }
 
     /// Returns holding the lock with the condition equal to `condition`, waiting as long as needed.
@@ -185,14 +178,9 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         try acquire(wanted: condition, deadline: deadline, isTry: false, call: "qk_condlock_lock_when_until")
     }
 
-    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with a `ContinuousClock` deadline.
-    public func lock(whenCondition condition: Condition, before deadline: ContinuousClock.Instant) throws(QueueKitError) {
-        try lock(whenCondition: condition, before: MonotonicClock.deadline(deadline))
-    }
-
-    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with a `DispatchTime` deadline.
-    public func lock(whenCondition condition: Condition, before deadline: DispatchTime) throws(QueueKitError) {
-        try lock(whenCondition: condition, before: MonotonicClock.deadline(deadline))
+    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with any ``QueueKitDeadline``.
+    public func lock(whenCondition condition: Condition, before deadline: some QueueKitDeadline) throws(QueueKitError) {
+        try lock(whenCondition: condition, before: deadline.monotonicDeadline)
     }
 
     // MARK: Releasing
@@ -225,7 +213,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
 
     /// Acquires the lock, then ``unlock(withCondition:)``: sets the condition from a thread that
     /// does not hold the lock, waking a waiter for it. This is how a chain of tasks starts (the
-    /// seed's "task A"), without unlocking a lock nobody holds.
+    /// first task of a chain), without unlocking a lock nobody holds.
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread holds the lock (use
     ///   ``unlock(withCondition:)``).
@@ -262,22 +250,13 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         try unlock(withCondition: next)
     }
 
-    /// As ``withLock(whenCondition:before:_:)``, with a `ContinuousClock` deadline.
+    /// As ``withLock(whenCondition:before:_:)``, with any ``QueueKitDeadline``.
     public func withLock(
         whenCondition condition: Condition,
-        before deadline: ContinuousClock.Instant,
+        before deadline: some QueueKitDeadline,
         _ body: () throws -> Condition
     ) throws {
-        try withLock(whenCondition: condition, before: MonotonicClock.deadline(deadline), body)
-    }
-
-    /// As ``withLock(whenCondition:before:_:)``, with a `DispatchTime` deadline.
-    public func withLock(
-        whenCondition condition: Condition,
-        before deadline: DispatchTime,
-        _ body: () throws -> Condition
-    ) throws {
-        try withLock(whenCondition: condition, before: MonotonicClock.deadline(deadline), body)
+        try withLock(whenCondition: condition, before: deadline.monotonicDeadline, body)
     }
 
     /// Runs `body` holding the lock whatever the condition, which it keeps, and returns its result.
@@ -301,10 +280,13 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         return current
     }
 
-    /// The lock's name, "" when unnamed. Thread-safe.
+    /// The lock's name, "" when unnamed (out of memory, setting it changes nothing). Thread-safe.
     public var name: String {
-        get { nameAddress.withLock { String(cString: UnsafePointer<CChar>(bitPattern: $0) ?? Self.emptyName) } }
-        set { newValue.withCString { _ = setName($0) } }
+        get { nameStorage.withLock { $0?.string } ?? "" }
+        set {
+            guard let copy = CString(newValue) else { return }  // out of memory: unchanged
+            nameStorage.withLock { $0 = copy }
+        }
     }
 
     /// Counters since creation. Thread-safe.
@@ -319,9 +301,10 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         return stats
     }
 
-    /// How many threads are waiting for the lock right now (a snapshot, for diagnostics and
-    /// tests). Thread-safe.
-    public var waiterCount: Int {
+    #if QUEUEKIT_TESTING
+    /// Test seam (debug builds only): how many threads are queued for the lock right now (a
+    /// snapshot), so tests can force interleavings without sleeping. Thread-safe.
+    var waiterCount: Int {
         acquireGuard()
         var count = 0
         var node = head
@@ -332,37 +315,12 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         releaseGuard(.keep)
         return count
     }
+    #endif
 
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
     public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }
 
-    // MARK: For the C layer
-
-    private static var emptyName: UnsafePointer<CChar> {
-        UnsafeRawPointer(("" as StaticString).utf8Start).assumingMemoryBound(to: CChar.self)
-    }
-
-    /// The name as a C string, valid until the next `setName` or the lock's end.
-    var cName: UnsafePointer<CChar> {
-        nameAddress.withLock { UnsafePointer<CChar>(bitPattern: $0) } ?? Self.emptyName
-    }
-
-    /// Replaces the name with a copy of `name` (`nil`: unnamed). False when out of memory.
-    func setName(_ name: UnsafePointer<CChar>?) -> Bool {
-        var copy: UnsafeMutablePointer<CChar>?
-        if let name {
-            copy = strdup(name)
-            if copy == nil { return false }
-        }
-        let newAddress = UInt(bitPattern: copy)
-        let old = nameAddress.withLock { address in
-            let old = address
-            address = newAddress
-            return old
-        }
-        free(UnsafeMutableRawPointer(bitPattern: old))
-        return true
-    }
+    // MARK: Destroying
 
     /// Takes the lock for good if nobody holds it, waits for it or is inside a call that changes
     /// it: the first step of destroying it. False when it is in use.
@@ -467,7 +425,7 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
         releaseGuard(.keep)
 
         let parker = node.pointee.parker
-        var report = Parker.Report()
+        var futileWakeups = 0
         // Spin first: most hand-offs arrive within it, and a spinning waiter publishes nothing.
         // Only a waiter about to sleep publishes its wait (and, untimed, checks for a cycle).
         var handedOff = parker.spinUntilSet(deadline: deadline, pureSpin: first)
@@ -493,11 +451,11 @@ public final class ConditionLock<Condition: Hashable & Sendable>: @unchecked Sen
                 WaitRegistry.deliver(refusal)
                 return .refused
             }
-            handedOff = parker.park(until: deadline, spin: false, report: &report)
+            handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, spin: false)
             WaitRegistry.withdraw(record)
         }
-        if report.futileWakeups > 0 {
-            futileCount.add(UInt64(report.futileWakeups), ordering: .relaxed)
+        if futileWakeups > 0 {
+            futileCount.add(UInt64(futileWakeups), ordering: .relaxed)
         }
         if handedOff { return .acquired }
 

@@ -4,7 +4,7 @@ import Synchronization
 /// A reentrant reader/writer queue: many concurrent readers, one writer at a time, writes in
 /// FIFO order, and nested calls in any order never deadlock.
 ///
-/// This is the seed's `BLDBQueueManager` (reads with `dispatch_sync`, writes with
+/// It is the familiar database-queue pattern (reads with `dispatch_sync`, writes with
 /// `dispatch_barrier_async`, a queue-specific check for nesting) made true to its promise:
 ///
 /// - A nested call is recognised through the thread's chain of frames, which `sync` hops through
@@ -41,12 +41,14 @@ public final class DBQueue: @unchecked Sendable {
     /// Where asynchronous writes run, one at a time.
     private let writer: DispatchQueue
 
-    /// Testing only: called by the reader that left last while a write is due, after its
-    /// decrement and before it starts the write. Set it before the queue is shared.
+    #if QUEUEKIT_TESTING
+    /// Test seam (debug builds only): called by the reader that left last while a write is due,
+    /// after its decrement and before it starts the write. Set it before the queue is shared.
     var testHookBeforeLastReaderStarts: (() -> Void)?
 
-    /// Testing only: writes queued and not yet started.
+    /// Test seam (debug builds only): writes queued and not yet started.
     var pendingWriteCount: Int { lane.withLock { $0.pending.count } }
+    #endif
 
     /// Creates a DB queue.
     public init(label: String? = nil) throws(QueueKitError) {
@@ -59,7 +61,7 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Runs `body` now, concurrently with other reads and never with a write, and returns its value.
     /// Nested inside a read or write of this queue (also through `sync` hops), it runs inline.
-    public func read<R>(_ body: () throws -> R) rethrows -> R {
+    public func read<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         try withReadAccess(body)
     }
 
@@ -68,9 +70,7 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `body` when called inside a read
     ///   of this queue but no write (an upgrade); whatever `body` throws.
     public func write<R>(_ body: () throws -> R) throws -> R {
-        var outcome: Result<R, any Error>?
-        try withWriteAccess { outcome = Result { try body() } }.get()
-        return try outcome!.get()
+        try withWriteAccess(writeRoute(), body)
     }
 
     /// Queues `body` to run exclusively, FIFO with all writes; returns at once. Allowed anywhere:
@@ -118,22 +118,35 @@ public final class DBQueue: @unchecked Sendable {
         return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
     }
 
-    /// Runs `body` with write access, inline when the thread already has it; `wouldDeadlock`
-    /// when the thread has only read access.
+    /// How a write gets access, decided before anything runs.
+    struct WriteRoute {
+        /// The calling thread's innermost frame: the caller of the write's block.
+        let caller: UnsafePointer<ExecutionFrame>?
+        /// The thread already writes: the block runs inline.
+        let isInline: Bool
+    }
+
+    /// Inline when the thread already has write access; `wouldDeadlock` when it has only read
+    /// access (an upgrade could never proceed); otherwise through the lane.
     @inline(__always)
-    func withWriteAccess(_ body: () -> Void) -> Result<Void, QueueKitError> {
+    func writeRoute() throws(QueueKitError) -> WriteRoute {
         let caller = ExecutionContext.innermost
         switch caller == nil ? .none : ExecutionContext.hold(of: queue, from: caller) {
-        case .exclusive:
-            ExecutionContext.run(on: queue, exclusive: true, outer: caller, body)
-        case .shared:
-            return .failure(.wouldDeadlock)
-        case .none:
-            acquireWrite()
-            defer { releaseWrite() }
-            ExecutionContext.run(on: queue, exclusive: true, outer: caller, body)
+        case .exclusive: return WriteRoute(caller: caller, isInline: true)
+        case .shared: throw .wouldDeadlock
+        case .none: return WriteRoute(caller: caller, isInline: false)
         }
-        return .success(())
+    }
+
+    /// Runs `body` with write access, as `route` says.
+    @inline(__always)
+    func withWriteAccess<R, E: Error>(_ route: WriteRoute, _ body: () throws(E) -> R) throws(E) -> R {
+        if route.isInline {
+            return try ExecutionContext.run(on: queue, exclusive: true, outer: route.caller, body)
+        }
+        acquireWrite()
+        defer { releaseWrite() }
+        return try ExecutionContext.run(on: queue, exclusive: true, outer: route.caller, body)
     }
 
     /// Queues a write; returns at once.
@@ -191,7 +204,9 @@ public final class DBQueue: @unchecked Sendable {
     /// write meanwhile (`Lane.lastReaderStartsNext`), or a `destroy` could free the queue under it.
     @inline(never)
     private func lastReaderLeft() {
+        #if QUEUEKIT_TESTING
         testHookBeforeLastReaderStarts?()
+        #endif
         let wake = lane.withLock { lane in
             lane.lastReaderStartsNext = false
             return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)

@@ -44,8 +44,8 @@ public final class GuardedResource<Resource>: @unchecked Sendable {
 
     /// Runs `body` with the resource borrowed, concurrently with other reads and never with a
     /// write, and returns its value. It sees every write submitted before the call began.
-    public func read<R>(_ body: (borrowing Resource) throws -> R) rethrows -> R {
-        try dbQueue.read { try body(storage.pointee) }
+    public func read<R, E: Error>(_ body: (borrowing Resource) throws(E) -> R) throws(E) -> R {
+        try dbQueue.read { () throws(E) -> R in try body(storage.pointee) }
     }
 
     /// Runs `body` with the resource `inout`, exclusively, after every write submitted before it,

@@ -1,12 +1,20 @@
 import Glibc
 
-/// State behind a `pthread_mutex_t`: the lock of QueueKit's slow paths (the DB queue's write lane).
+/// State behind a `pthread_mutex_t`: the lock of QueueKit's slow paths (the DB queue's write lane,
+/// a queue's specifics, a condition lock's name), never of a fast path.
 ///
 /// Not `Synchronization.Mutex`: its lock operations live in the prebuilt standard library, out of
 /// ThreadSanitizer's sight, so every critical section it protects shows up as a data race and
 /// hides real ones. ThreadSanitizer intercepts pthreads, and glibc's mutex costs about the same
 /// uncontended. The mutex and the state live at fixed heap addresses (a mutex must not move), and
 /// the state is reached through a pointer, so no dynamic exclusivity check runs on each access.
+///
+/// Every `pthread_mutex_*` result is checked: a failure is a bug and traps, naming the call and
+/// the error. Debug builds use an error-checking mutex, so relocking from the holder or unlocking
+/// from another thread traps instead of deadlocking or corrupting the lock; release builds use the
+/// default mutex (the same fast path as before, plus one compare of the result).
+///
+/// Thread safety: `withLock` may be called from any thread; it is not reentrant.
 struct Lock<State>: ~Copyable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let state: UnsafeMutablePointer<State>
@@ -14,13 +22,19 @@ struct Lock<State>: ~Copyable {
     init(_ initial: State) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_mutexattr_t()
+        Self.check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
+        #if DEBUG
+        Self.check(pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK)), "pthread_mutexattr_settype")
+        #endif
+        Self.check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
+        Self.check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
         state = .allocate(capacity: 1)
         state.initialize(to: initial)
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
+        Self.check(pthread_mutex_destroy(mutex), "pthread_mutex_destroy")
         mutex.deallocate()
         state.deinitialize(count: 1)
         state.deallocate()
@@ -28,10 +42,21 @@ struct Lock<State>: ~Copyable {
 
     /// Runs `body` with the state, holding the lock. `body` must not take the same lock again.
     @inline(__always)
-    func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+    func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
+        Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
+        defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
         return try body(&state.pointee)
+    }
+
+    /// Traps when a `pthread_mutex_*` call failed (`result` is its error number).
+    @inline(__always)
+    private static func check(_ result: Int32, _ call: StaticString) {
+        if _slowPath(result != 0) { failed(call, result) }
+    }
+
+    @inline(never)
+    private static func failed(_ call: StaticString, _ result: Int32) -> Never {
+        preconditionFailure("QueueKit: \(call) failed: error \(result) (\(String(cString: strerror(result))))")
     }
 }
 

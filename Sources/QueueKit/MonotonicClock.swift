@@ -32,3 +32,26 @@ public enum MonotonicClock {
         time == .distantFuture ? forever : time.uptimeNanoseconds
     }
 }
+
+/// A point in time that QueueKit's timed calls can give up at: absolute nanoseconds on
+/// ``MonotonicClock`` (`UInt64`, ``MonotonicClock/forever`` never expires), a
+/// `ContinuousClock.Instant`, or a `DispatchTime` (`.distantFuture`: forever).
+public protocol QueueKitDeadline: Sendable {
+    /// The deadline in nanoseconds on ``MonotonicClock``.
+    var monotonicDeadline: UInt64 { get }
+}
+
+extension UInt64: QueueKitDeadline {
+    /// The value itself: already nanoseconds on ``MonotonicClock``.
+    public var monotonicDeadline: UInt64 { self }
+}
+
+extension ContinuousClock.Instant: QueueKitDeadline {
+    /// ``MonotonicClock/deadline(_:)-(ContinuousClock.Instant)``.
+    public var monotonicDeadline: UInt64 { MonotonicClock.deadline(self) }
+}
+
+extension DispatchTime: QueueKitDeadline {
+    /// ``MonotonicClock/deadline(_:)-(DispatchTime)``.
+    public var monotonicDeadline: UInt64 { MonotonicClock.deadline(self) }
+}

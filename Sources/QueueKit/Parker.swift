@@ -21,7 +21,7 @@ struct Parker {
     /// the same reason). The bound is in time, not iterations, because `pause` costs from a few
     /// cycles to ~25 ns depending on the CPU.
     static let spinBudget: UInt64 = 12_000
-    /// The first part of the spin only polls (when the caller asks for it); after it the waiter
+    /// The first part of the spin only polls (unless the caller opts out); after it the waiter
     /// yields its CPU between polls, so that a waker that shares the CPU (more runnable threads
     /// than CPUs) gets to run, and the CPU does not go idle just before a wake-up (waking an idle
     /// virtual CPU costs several microseconds).
@@ -33,18 +33,10 @@ struct Parker {
 
     let word: UnsafeMutablePointer<UInt32>
 
-    /// What one `park` saw, for statistics.
-    struct Report {
-        /// The waiter slept in the kernel at least once.
-        var slept = false
-        /// Kernel wake-ups after which the word was still not set.
-        var futileWakeups = 0
-    }
-
     /// Gives `body` a fresh, unset parker whose word lives on the stack for the call.
     @inline(__always)
-    static func withParker<R>(_ body: (Parker) throws -> R) rethrows -> R {
-        try withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 1) { buffer in
+    static func withParker<R, E: Error>(_ body: (Parker) throws(E) -> R) throws(E) -> R {
+        try withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 1) { (buffer) throws(E) -> R in
             let word = buffer.baseAddress!
             word.initialize(to: idle)
             return try body(Parker(word: word))
@@ -74,17 +66,19 @@ struct Parker {
     }
 
     /// Waits until `unpark` or the deadline. Returns true when unparked, false at the deadline.
-    func park(until deadline: UInt64 = MonotonicClock.forever, spin: Bool = true) -> Bool {
-        var report = Report()
-        return park(until: deadline, spin: spin, report: &report)
+    func park(until deadline: UInt64 = MonotonicClock.forever) -> Bool {
+        var futileWakeups = 0
+        return park(until: deadline, futileWakeups: &futileWakeups)
     }
 
-    /// As `park(until:spin:)`, also telling what happened on the way. `pureSpin: false` skips
-    /// the polling part of the spin and only yields (for waiters that are not next in line).
+    /// As `park(until:)`, also counting the kernel wake-ups after which the word was still not
+    /// set (for statistics). It spins first (`spinUntilSet`); `pureSpin: false` skips the polling
+    /// part of the spin and only yields (for waiters that are not next in line).
     ///
     /// On `false` (the deadline passed) the word may still be set concurrently: the caller must
     /// settle that race under its own lock (see `ConditionLock`).
-    func park(until deadline: UInt64, spin: Bool, report: inout Report, pureSpin: Bool = true) -> Bool {
+    /// `spin: false` skips the spin (for a caller that has spun already, with `spinUntilSet`).
+    func park(until deadline: UInt64, futileWakeups: inout Int, pureSpin: Bool = true, spin: Bool = true) -> Bool {
         if spin && spinUntilSet(deadline: deadline, pureSpin: pureSpin) { return true }
         // Announce the sleep. If the word was set meanwhile, the exchange overwrote `set`: put it
         // back (the waker never looks at the word again) and we are done.
@@ -95,10 +89,9 @@ struct Parker {
         while true {
             let result = qkshim_futex_wait(word, Self.sleeping, deadline)
             if isSet { return true }
-            report.slept = true
             if result == ETIMEDOUT { return false }
             if deadline != MonotonicClock.forever && MonotonicClock.now() >= deadline { return false }
-            report.futileWakeups += 1
+            futileWakeups += 1
         }
     }
 

@@ -53,11 +53,12 @@ public final class Queue: @unchecked Sendable {
     /// `target` without reference counting, for the walks on hot paths (`target` keeps it alive).
     let parent: Unmanaged<Queue>?
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
+    /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
     let dispatchQueue: DispatchQueue?
     /// Main and global queues live forever: retain and release are no-ops on them.
     let isImmortal: Bool
-    /// The label as a NUL-terminated copy that lives as long as the queue (for `qk_queue_label`).
-    let cLabel: UnsafeMutablePointer<CChar>
+    /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
+    let cLabel: CString
     let specifics = Specifics()
     /// Barriers submitted through QueueKit to this concurrent queue, and how many of them have
     /// finished: the deadlock detector's view of "a barrier is pending or running", which a plain
@@ -80,7 +81,7 @@ public final class Queue: @unchecked Sendable {
     @inline(__always) var honoursBarriers: Bool { !(isImmortal && kind == .concurrent) }
 
     /// The queue's label ("" when anonymous).
-    public var label: String { String(cString: cLabel) }
+    public var label: String { cLabel.string }
 
     /// Creates a queue. A `target` makes its blocks run on that queue.
     ///
@@ -97,14 +98,13 @@ public final class Queue: @unchecked Sendable {
     }
 
     init(dispatchQueue: DispatchQueue?, label: String, kind: Kind, target: Queue?, immortal: Bool) throws(QueueKitError) {
-        guard let copy = strdup(label) else { throw .outOfMemory }
+        guard let copy = CString(label) else { throw .outOfMemory }
         self.cLabel = copy
         self.kind = kind
         self.target = target
         self.parent = target.map { Unmanaged.passUnretained($0) }
         self.dispatchQueue = dispatchQueue
         self.isImmortal = immortal
-        if let dispatchQueue { DispatchQueue.registerDetection(of: dispatchQueue) }
     }
 
     /// A queue that stands for something else in identity checks (a DB queue): blocks can be
@@ -115,7 +115,6 @@ public final class Queue: @unchecked Sendable {
 
     deinit {
         specifics.destroyAll()
-        free(cLabel)
     }
 
     // MARK: System queues
@@ -163,9 +162,7 @@ public final class Queue: @unchecked Sendable {
     ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
     ///   runs inline: it can never wait behind a pending barrier.
     public func sync<R>(_ work: () throws -> R) throws -> R {
-        var outcome: Result<R, any Error>?
-        try syncBlock(barrier: false) { outcome = Result { try work() } }.get()
-        return try outcome!.get()
+        try run(syncRoute(barrier: false), work)
     }
 
     /// Runs `work` as a barrier and waits for it.
@@ -173,17 +170,13 @@ public final class Queue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread runs
     ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
     public func barrierSync<R>(_ work: () throws -> R) throws -> R {
-        var outcome: Result<R, any Error>?
-        try syncBlock(barrier: true) { outcome = Result { try work() } }.get()
-        return try outcome!.get()
+        try run(syncRoute(barrier: true), work)
     }
 
     /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
     /// `check(.onQueue)` holds), otherwise as ``sync(_:)``. It never deadlocks on the queue itself.
     public func perform<R>(_ work: () throws -> R) throws -> R {
-        var outcome: Result<R, any Error>?
-        try performBlock { outcome = Result { try work() } }.get()
-        return try outcome!.get()
+        try run(performRoute(), work)
     }
 
     /// The shared core of `async` and `barrierAsync`.
@@ -199,8 +192,24 @@ public final class Queue: @unchecked Sendable {
         }
     }
 
-    /// The shared core of `sync` and `barrierSync`: the deadlock checks, then the inline run or
-    /// the dispatch round trip, each inside a frame whose caller is the current chain.
+    /// How a synchronous call reaches the queue, decided before anything runs.
+    struct SyncRoute {
+        /// The calling thread's innermost frame: the caller of the new block.
+        let caller: UnsafePointer<ExecutionFrame>?
+        /// `work` runs inline (the thread already holds the queue) rather than through dispatch.
+        let isInline: Bool
+        /// The block holds the queue alone.
+        let isExclusive: Bool
+        /// The dispatch round trip is a barrier.
+        let isBarrier: Bool
+        /// The thread whose published wait the block withdraws when it starts (routes through
+        /// dispatch only).
+        var waiter: Unmanaged<ThreadRecord>? = nil
+        /// The round trip is a barrier on a concurrent queue, counted in `barriersSubmitted`.
+        var countsBarrier = false
+    }
+
+    /// The deadlock checks of `sync` and `barrierSync`: how the call reaches the queue.
     ///
     /// What the calling chain already holds decides, before dispatch is asked:
     /// - this queue exclusively: nothing could ever start here, `wouldDeadlock`;
@@ -212,35 +221,35 @@ public final class Queue: @unchecked Sendable {
     ///   one we hold exclusively, or behind a barrier pending on the one we share
     ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
     ///
-    /// Then, on the way into dispatch's `sync`, the wait is published for the cross-thread
-    /// deadlock detector (`WaitRegistry`): refused with `wouldDeadlock` (nothing submitted) when
-    /// it would close a cycle of waiting threads; withdrawn by the block's wrapper as soon as the
-    /// block starts, on whichever thread runs it. `call` names the call in reports.
-    func syncBlock(barrier: Bool, call: StaticString? = nil, _ work: () -> Void) -> Result<Void, QueueKitError> {
-        guard let dispatchQueue else { return .failure(.invalidArgument) }
+    /// A route through dispatch has then published the wait for the cross-thread deadlock
+    /// detector (`WaitRegistry`), or thrown `wouldDeadlock` (nothing submitted) because the wait
+    /// would close a ring of waiting threads: pass it to `run` at once, whose block wrapper
+    /// withdraws the wait as soon as the block starts, on whichever thread runs it. `call` names
+    /// the call in reports.
+    @inline(__always)
+    func syncRoute(barrier: Bool, call: StaticString? = nil) throws(QueueKitError) -> SyncRoute {
+        guard dispatchQueue != nil else { throw .invalidArgument }
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
             switch ExecutionContext.hold(of: self, from: caller) {
             case .exclusive:
-                return .failure(.wouldDeadlock)
+                throw .wouldDeadlock
             case .shared:
-                if barrier { return .failure(.wouldDeadlock) }
-                ExecutionContext.run(on: self, exclusive: false, outer: caller, work)
-                return .success(())
+                if barrier { throw .wouldDeadlock }
+                return SyncRoute(caller: caller, isInline: true, isExclusive: false, isBarrier: false)
             case .none:
                 var ancestor = target
                 while let held = ancestor {
                     switch ExecutionContext.hold(of: held, from: caller) {
-                    case .exclusive: return .failure(.wouldDeadlock)
-                    case .shared where held.honoursBarriers: return .failure(.wouldDeadlock)
+                    case .exclusive: throw .wouldDeadlock
+                    case .shared where held.honoursBarriers: throw .wouldDeadlock
                     case .shared, .none: break
                     }
                     ancestor = held.target
                 }
             }
         }
-        let exclusive = barrier || isSerial
         let countsBarrier = barrier && !isSerial
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
         let record = ThreadRecord.current
@@ -256,30 +265,46 @@ public final class Queue: @unchecked Sendable {
         if let refusal {
             if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
             WaitRegistry.deliver(refusal)
-            return .failure(.wouldDeadlock)
+            throw .wouldDeadlock
         }
-        let waiter = Unmanaged.passUnretained(record)
-        withoutActuallyEscaping(work) { work in
-            let box = UncheckedSendable(work)
-            dispatchQueue.sync(flags: barrier ? .barrier : []) {
-                WaitRegistry.withdraw(waiter.takeUnretainedValue())
-                ExecutionContext.run(on: self, exclusive: exclusive, outer: caller, box.value)
-                if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
-            }
-        }
-        return .success(())
+        return SyncRoute(caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
+                         waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
     }
 
-    /// The core of `perform`.
-    func performBlock(_ work: () -> Void) -> Result<Void, QueueKitError> {
-        guard dispatchQueue != nil else { return .failure(.invalidArgument) }
+    /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
+    @inline(__always)
+    func performRoute() throws(QueueKitError) -> SyncRoute {
+        guard dispatchQueue != nil else { throw .invalidArgument }
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
-        if hold != .none {
-            ExecutionContext.run(on: self, exclusive: hold == .exclusive, outer: caller, work)
-            return .success(())
+        if hold != .none { return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false) }
+        return try syncRoute(barrier: false, call: "qk_queue_perform")
+    }
+
+    /// Runs `work` the way `route` says, inside a frame whose caller is the route's, and waits.
+    @inline(__always)
+    func run<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
+        if route.isInline {
+            return try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, work)
         }
-        return syncBlock(barrier: false, call: "qk_queue_perform", work)
+        return try roundTrip(route, work)
+    }
+
+    /// The dispatch round trip of a `sync`. Dispatch's `sync` rethrows untyped, so the typed
+    /// outcome crosses it in a `Result`.
+    private func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
+        var outcome: Result<R, E>?
+        withoutActuallyEscaping(work) { work in
+            let box = UncheckedSendable(work)
+            dispatchQueue!.sync(flags: route.isBarrier ? .barrier : []) {
+                if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
+                outcome = Result { () throws(E) -> R in
+                    try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
+                }
+                if route.countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
+            }
+        }
+        return try outcome!.get()
     }
 
     // MARK: Identity

@@ -41,24 +41,10 @@ public struct QueueKitError: Error, RawRepresentable, Hashable, Sendable, Custom
     }
 
     public var description: String { "QueueKitError(\(rawValue)): \(Self.describe(rawValue))" }
-}
 
-/// Runs a throwing call and turns its outcome into a C status code.
-@inline(__always)
-func status(_ body: () throws(QueueKitError) -> Void) -> Int32 {
-    do {
-        try body()
-        return 0
-    } catch {
-        return error.rawValue
-    }
-}
-
-/// The C status of a core call's outcome.
-@inline(__always)
-func status(_ outcome: Result<Void, QueueKitError>) -> Int32 {
-    switch outcome {
-    case .success: return 0
-    case .failure(let error): return error.rawValue
+    /// Matches any error that is this `QueueKitError`, so that `catch QueueKitError.wouldDeadlock`
+    /// works where the error's static type is `any Error` (as in `try queue.sync { … }`).
+    public static func ~= (lhs: QueueKitError, rhs: any Error) -> Bool {
+        (rhs as? QueueKitError) == lhs
     }
 }

@@ -8,6 +8,7 @@
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,10 +48,7 @@ static void qkshim_record_destructor(void *record) {
 
 static void qkshim_record_key_create(void) {
     int rc = pthread_key_create(&qkshim_record_key, qkshim_record_destructor);
-    if (rc != 0) {
-        fprintf(stderr, "QueueKit: pthread_key_create failed (%d): cannot track thread exits\n", rc);
-        abort();
-    }
+    if (rc != 0) qkshim_fatal_errno("pthread_key_create (thread exits cannot be tracked)", rc);
 }
 
 void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
@@ -58,10 +56,7 @@ void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
     __atomic_store_n(&qkshim_record_on_exit, on_exit, __ATOMIC_RELEASE);
     pthread_once(&qkshim_record_key_once, qkshim_record_key_create);
     int rc = pthread_setspecific(qkshim_record_key, record);
-    if (rc != 0) {
-        fprintf(stderr, "QueueKit: pthread_setspecific failed (%d)\n", rc);
-        abort();
-    }
+    if (rc != 0) qkshim_fatal_errno("pthread_setspecific", rc);
     qkshim_tls_record = record;
 }
 
@@ -166,13 +161,22 @@ int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
     long rc = syscall(SYS_futex, word, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, timeout,
                       NULL, FUTEX_BITSET_MATCH_ANY);
     if (rc == 0) return 0;
-    if (errno == EAGAIN) return 0;
-    if (errno == ETIMEDOUT) return ETIMEDOUT;
-    return EINTR;
+    int error = errno;
+    switch (error) {
+    case EAGAIN: return 0;             /* *word != expected already: the wake-up came first */
+    case ETIMEDOUT: return ETIMEDOUT;  /* the deadline passed */
+    case EINTR: return EINTR;          /* a signal interrupted the wait: spurious */
+    default:
+        /* EFAULT (word not mapped), EINVAL (misaligned word, bad timeout or operation), ENOSYS
+         * (no futex in the kernel), or anything else: a bug, not a condition to wait out. */
+        qkshim_fatal_errno("futex(FUTEX_WAIT_BITSET)", error);
+    }
 }
 
 void qkshim_futex_wake(uint32_t *word, int count) {
-    syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, NULL, NULL, 0);
+    long rc = syscall(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, NULL, NULL, 0);
+    /* FUTEX_WAKE returns the number woken; it fails only with EFAULT or EINVAL (a bad word). */
+    if (rc < 0) qkshim_fatal_errno("futex(FUTEX_WAKE)", errno);
 }
 
 /* A reference to libbsd's strlcpy by its symbol version, never to another definition. */
@@ -192,3 +196,9 @@ void qkshim_fatal(const char *message) {
     abort();
 }
 
+
+void qkshim_fatal_errno(const char *call, int error) {
+    char message[160];
+    snprintf(message, sizeof message, "QueueKit: %s failed: errno %d (%s)", call, error, strerror(error));
+    qkshim_fatal(message);
+}

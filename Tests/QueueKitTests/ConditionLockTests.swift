@@ -17,7 +17,7 @@ private struct CLock: @unchecked Sendable {
     init(_ condition: Int = 0) { raw = qk_condlock_create(condition)! }
 
     var swift: ConditionLock<Int> { Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue() }
-    var waiters: Int { swift.waiterCount }
+    var waiters: Int { swift.queuedWaiters }
     var isLocked: Bool { swift.isLocked }
     var condition: Int { qk_condlock_condition(raw) }
 
@@ -518,10 +518,10 @@ struct ConditionLockCTests {
         #expect(String(cString: qk_queue_label(queue)) == "not a lock")
     }
 
-    // MARK: The seed's scenarios
+    // MARK: Classic scenarios
 
     @Test func boundedProducerConsumerConsumesEveryItemExactlyOnce() {
-        // The seed's two-state buffer: EMPTY (0) and FULL (1), one slot. Four producers wait for
+        // A two-state buffer: EMPTY (0) and FULL (1), one slot. Four producers wait for
         // EMPTY, four consumers for FULL; each hand-off wakes exactly one thread of the other kind.
         let empty = 0, full = 1
         let lock = CLock(empty)
@@ -672,10 +672,10 @@ struct ConditionLockSwiftTests {
                 }
             }
         }
-        #expect(eventually { lock.waiterCount == 1 })
+        #expect(eventually { lock.queuedWaiters == 1 })
         try lock.withLock(whenCondition: .idle) { .loaded(1) }
         #expect(lock.condition == .loaded(1))
-        #expect(lock.waiterCount == 1, "loaded(1) does not wake the waiter for loaded(2)")
+        #expect(lock.queuedWaiters == 1, "loaded(1) does not wake the waiter for loaded(2)")
         try lock.set(.loaded(2))
         #expect(waits(for: worker))
         #expect(lock.condition == .done)

@@ -261,15 +261,15 @@ struct DBQueueNestingTests {
     }
 }
 
-// MARK: - The interleaving that kills the seed
+// MARK: - The interleaving that deadlocks a get-specific reader/writer queue
 
 enum PendingKind: String, CaseIterable, Sendable { case write, writeAsync }
 
 @Suite("DB queue: a nested read while a write is pending")
-struct DBQueueSeedDeadlockTests {
+struct DBQueueNestedReadDeadlockTests {
     /// Reader A is inside a read; another thread submits a write, which is really pending (it waits
     /// for A); a third thread's fresh read waits behind it. Then A nests a read, directly or
-    /// through another queue: with the seed's `dispatch_get_specific` check the hop hides the
+    /// through another queue: with a plain `dispatch_get_specific` check the hop hides the
     /// nesting, the nested read queues behind the barrier, and the barrier waits for A. Here the
     /// nested read completes and the write runs after A's outer read.
     @Test(arguments: [Hop.direct, .serialSync, .serialPerform, .concurrentSync, .otherDBRead, .threeHops], PendingKind.allCases)

@@ -3,10 +3,10 @@ import Foundation
 import QueueKit
 import Testing
 
-// The Swift side of the registry: the seed's `DispatchQueue` extension, and `Queue` as Swift code
+// The Swift side of the registry: the `DispatchQueue` extension, and `Queue` as Swift code
 // uses it. Blocking calls run on helper threads with bounded waits, as in QueueTests.
 
-@Suite("DispatchQueue.current (the seed's extension)", .serialized)
+@Suite("DispatchQueue.current (the DispatchQueue extension)", .serialized)
 struct DispatchQueueCurrentTests {
     @Test func registeredQueuesAreFoundInsideTheirBlocks() {
         let registered = DispatchQueue(label: "qk.test.dq.registered", registerDetection: true)
@@ -110,6 +110,42 @@ struct DispatchQueueCurrentTests {
         #expect(bounded { queue.sync { facts.flag("queue found", DispatchQueue.current === queue) } })
         #expect(facts.all == ["main still found": "true", "queue found": "true"])
     }
+
+    /// Inside a QueueKit block the answer comes from the execution frames (a `Queue` is never
+    /// registered); a registered plain queue synced from inside such a block is innermost and wins;
+    /// a DB queue's block has no dispatch queue, so the answer is what is further out.
+    @Test func queueKitBlocksAnswerFromTheirFrames() throws {
+        let queue = try Queue(label: "qk.test.dq.frames")
+        let leaf = try Queue(label: "qk.test.dq.frames.leaf", target: Queue.global(qos: .utility))
+        let plain = DispatchQueue(label: "qk.test.dq.frames.plain", registerDetection: true)
+        let db = try DBQueue(label: "qk.test.dq.frames.db")
+        let facts = Facts()
+        #expect(bounded {
+            _ = try? queue.sync {
+                facts["queue"] = DispatchQueue.currentLabel
+                facts.flag("queue: current.isCurrent", DispatchQueue.current?.isCurrent == true)
+                facts.flag("queue: main.isCurrent", DispatchQueue.main.isCurrent)
+                plain.sync {
+                    facts["plain inside queue"] = DispatchQueue.currentLabel
+                    facts.flag("plain inside queue: isCurrent", plain.isCurrent)
+                    _ = try? leaf.sync { facts["leaf inside plain"] = DispatchQueue.currentLabel }
+                }
+                db.read { facts["db read inside queue"] = DispatchQueue.currentLabel }
+            }
+            // The leaf targets a registered system queue: the frame is the more precise answer.
+            _ = try? leaf.sync {
+                facts["leaf"] = DispatchQueue.currentLabel
+                facts.flag("leaf: utility.isCurrent", DispatchQueue.global(qos: .utility).isCurrent)
+            }
+            db.read { facts.flag("db read alone: nil", DispatchQueue.current == nil) }
+        })
+        #expect(facts.all == [
+            "queue": "qk.test.dq.frames", "queue: current.isCurrent": "true", "queue: main.isCurrent": "false",
+            "plain inside queue": "qk.test.dq.frames.plain", "plain inside queue: isCurrent": "true",
+            "leaf inside plain": "qk.test.dq.frames.leaf", "db read inside queue": "qk.test.dq.frames",
+            "leaf": "qk.test.dq.frames.leaf", "leaf: utility.isCurrent": "false", "db read alone: nil": "true",
+        ])
+    }
 }
 
 @Suite("Queue (the Swift API)", .serialized)
@@ -147,6 +183,28 @@ struct QueueSwiftAPITests {
             "serial sync": "true", "serial work ran": "false", "perform inline": "true",
             "reader barrierSync": "true", "reader check": "true",
         ])
+    }
+
+    @Test func queueKitErrorsMatchInCatchPatterns() throws {
+        let queue = try Queue(label: "qk.test.swift.pattern")
+        let facts = Facts()
+        #expect(bounded {
+            _ = try? queue.sync {
+                do {
+                    try queue.sync {}
+                } catch QueueKitError.busy {
+                    facts["caught"] = "busy"
+                } catch QueueKitError.wouldDeadlock {
+                    facts["caught"] = "wouldDeadlock"
+                } catch {
+                    facts["caught"] = "other"
+                }
+            }
+        })
+        #expect(facts.all == ["caught": "wouldDeadlock"])
+        struct Other: Error {}
+        #expect(!(QueueKitError.wouldDeadlock ~= Other()))
+        #expect(QueueKitError.timedOut ~= QueueKitError.timedOut as any Error)
     }
 
     @Test func errorsThrownByTheWorkAreRethrown() throws {

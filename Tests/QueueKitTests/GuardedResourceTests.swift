@@ -93,7 +93,7 @@ struct GuardedResourceTests {
         #expect(store.read { $0 } == 4_000)
     }
 
-    /// The seed's deadlock, through the Swift API: a reader nests a read through another queue
+    /// The get-specific reader/writer deadlock, through the Swift API: a reader nests a read through another queue
     /// while a write is pending.
     @Test func nestedReadThroughAHopWhileAWriteIsPending() throws {
         let store = try GuardedResource([String]())

@@ -1059,38 +1059,12 @@ struct QueueTests {
     /// The failing precondition runs in a child process (this test binary again, see
     /// `preconditionViolationChild`), which must abort after one line on stderr.
     @Test func aFailingPreconditionAbortsWithOneLine() throws {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
-        child.arguments = ["--testing-library", "swift-testing", "--filter", "preconditionViolationChild"]
-        var environment = ProcessInfo.processInfo.environment
-        environment[preconditionChildVariable] = "1"
-        // The Swift runtime's crash reporter would answer the abort with a report of its own
-        // (and, under ThreadSanitizer, crash inside it): the child needs only QueueKit's line.
-        environment["SWIFT_BACKTRACE"] = "enable=no"
-        child.environment = environment
-        let stderr = Pipe()
-        child.standardError = stderr
-        child.standardOutput = FileHandle.nullDevice
-        let exited = DispatchSemaphore(value: 0)
-        child.terminationHandler = { _ in exited.signal() }
-        try child.run()
-        // Drain stderr while the child runs, so a chatty child cannot block on a full pipe.
-        let output = Shared(Data())
-        let drained = DispatchSemaphore(value: 0)
-        let reader = stderr.fileHandleForReading
-        Thread.detachNewThread {
-            output.value = reader.readDataToEndOfFile()
-            drained.signal()
-        }
-        let finished = waits(for: exited, within: 30)
-        #expect(finished, "the child process did not finish")
-        if !finished { child.terminate(); return }
-        #expect(waits(for: drained))
-
-        #expect(child.terminationReason == .uncaughtSignal)
-        #expect(child.terminationStatus == SIGABRT)
-        let lines = String(decoding: output.value, as: UTF8.self).split(separator: "\n")
-        let messages = lines.filter { $0.hasPrefix("QueueKit precondition failed") }
+        let child = try ChildRun(test: "preconditionViolationChild", variable: preconditionChildVariable)
+        #expect(child.finished, "the child process did not finish")
+        guard child.finished else { return }
+        #expect(child.reason == .uncaughtSignal)
+        #expect(child.status == SIGABRT)
+        let messages = child.lines.filter { $0.hasPrefix("QueueKit precondition failed") }
         #expect(messages == [
             "QueueKit precondition failed: expected to be on queue as barrier 'qk.test.expected', but the current queue is 'qk.test.other' (the thread runs 'qk.test.expected' shared, not as a barrier)"
         ])

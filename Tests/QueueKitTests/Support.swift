@@ -59,6 +59,55 @@ func waits(for semaphore: DispatchSemaphore, within timeout: TimeInterval = test
     semaphore.wait(timeout: .now() + timeout) == .success
 }
 
+/// One run of this test binary as a child process, running only the test `test` with `variable`
+/// set (such child tests do nothing without it): for calls that must abort. Bounded: a child that
+/// does not finish within 30 s is terminated and reported as unfinished.
+struct ChildRun {
+    let finished: Bool
+    let reason: Process.TerminationReason
+    let status: Int32
+    /// The child's stderr, line by line.
+    let lines: [Substring]
+
+    init(test: String, variable: String) throws {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+        child.arguments = ["--testing-library", "swift-testing", "--filter", test]
+        var environment = ProcessInfo.processInfo.environment
+        environment[variable] = "1"
+        // The Swift runtime's crash reporter would answer the abort with a report of its own
+        // (and, under ThreadSanitizer, crash inside it): the child needs only QueueKit's line.
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        child.environment = environment
+        let stderr = Pipe()
+        child.standardError = stderr
+        child.standardOutput = FileHandle.nullDevice
+        let exited = DispatchSemaphore(value: 0)
+        child.terminationHandler = { _ in exited.signal() }
+        try child.run()
+        // Drain stderr while the child runs, so a chatty child cannot block on a full pipe.
+        let output = Shared(Data())
+        let drained = DispatchSemaphore(value: 0)
+        let reader = stderr.fileHandleForReading
+        Thread.detachNewThread {
+            output.value = reader.readDataToEndOfFile()
+            drained.signal()
+        }
+        finished = waits(for: exited, within: 30)
+        if !finished {
+            child.terminate()
+            reason = .exit
+            status = -1
+            lines = []
+            return
+        }
+        _ = waits(for: drained)
+        reason = child.terminationReason
+        status = child.terminationStatus
+        lines = String(decoding: output.value, as: UTF8.self).split(separator: "\n")
+    }
+}
+
 /// A thread-safe counter and log for observing what ran, in which order.
 final class Recorder: @unchecked Sendable {
     private let lock = NSLock()

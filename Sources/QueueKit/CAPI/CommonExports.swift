@@ -4,7 +4,7 @@ import CQueueKit
 
 @_cdecl("qk_version") @implementation @_spi(CAPI)
 public func qk_version() -> UnsafePointer<CChar>? {
-    UnsafeRawPointer(QueueKitVersion.string.utf8Start).assumingMemoryBound(to: CChar.self)
+    CString.literal(QueueKitVersion.string)
 }
 
 @_cdecl("qk_version_number") @implementation @_spi(CAPI)
@@ -14,7 +14,7 @@ public func qk_version_number() -> Int32 {
 
 @_cdecl("qk_strerror") @implementation @_spi(CAPI)
 public func qk_strerror(_ status: Int32) -> UnsafePointer<CChar>? {
-    UnsafeRawPointer(QueueKitError.describe(status).utf8Start).assumingMemoryBound(to: CChar.self)
+    CString.literal(QueueKitError.describe(status))
 }
 
 @_cdecl("qk_now_ns") @implementation @_spi(CAPI)

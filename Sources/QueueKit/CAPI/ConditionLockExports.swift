@@ -8,7 +8,7 @@ import Glibc
 typealias CConditionLock = ConditionLock<Int>
 
 @inline(__always)
-private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) -> Int32) -> Int32 {
+private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
     Handle.status(lock, as: CConditionLock.self, body)
 }
 
@@ -20,56 +20,56 @@ public func qk_condlock_create(_ condition: Int) -> OpaquePointer? {
 @_cdecl("qk_condlock_destroy") @implementation @_spi(CAPI)
 public func qk_condlock_destroy(_ lock: OpaquePointer?) -> Int32 {
     guard let lock else { return EINVAL }
-    let status = condlockStatus(lock) { $0.retireIfIdle() ? 0 : EBUSY }
+    let status = condlockStatus(lock) { lock throws(QueueKitError) in
+        guard lock.retireIfIdle() else { throw .busy }
+    }
     if status == 0 { Handle.release(lock, as: CConditionLock.self) }
     return status
 }
 
 @_cdecl("qk_condlock_lock") @implementation @_spi(CAPI)
 public func qk_condlock_lock(_ lock: OpaquePointer?) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.lock() } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock() }
 }
 
 @_cdecl("qk_condlock_trylock") @implementation @_spi(CAPI)
 public func qk_condlock_trylock(_ lock: OpaquePointer?) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.tryLock() } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.tryLock() }
 }
 
 @_cdecl("qk_condlock_lock_until") @implementation @_spi(CAPI)
 public func qk_condlock_lock_until(_ lock: OpaquePointer?, _ deadline: UInt64) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.lock(before: deadline) } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock(before: deadline) }
 }
 
 @_cdecl("qk_condlock_lock_when") @implementation @_spi(CAPI)
 public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.lock(whenCondition: condition) } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition) }
 }
 
 @_cdecl("qk_condlock_trylock_when") @implementation @_spi(CAPI)
 public func qk_condlock_trylock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.tryLock(whenCondition: condition) } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.tryLock(whenCondition: condition) }
 }
 
 @_cdecl("qk_condlock_lock_when_until") @implementation @_spi(CAPI)
 public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int, _ deadline: UInt64) -> Int32 {
-    condlockStatus(lock) { lock in
-        status { () throws(QueueKitError) in try lock.lock(whenCondition: condition, before: deadline) }
-    }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition, before: deadline) }
 }
 
 @_cdecl("qk_condlock_unlock") @implementation @_spi(CAPI)
 public func qk_condlock_unlock(_ lock: OpaquePointer?) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.unlock() } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock() }
 }
 
 @_cdecl("qk_condlock_unlock_with") @implementation @_spi(CAPI)
 public func qk_condlock_unlock_with(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.unlock(withCondition: condition) } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock(withCondition: condition) }
 }
 
 @_cdecl("qk_condlock_set") @implementation @_spi(CAPI)
 public func qk_condlock_set(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock in status { () throws(QueueKitError) in try lock.set(condition) } }
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.set(condition) }
 }
 
 @_cdecl("qk_condlock_condition") @implementation @_spi(CAPI)
@@ -79,21 +79,30 @@ public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
 
 @_cdecl("qk_condlock_set_name") @implementation @_spi(CAPI)
 public func qk_condlock_set_name(_ lock: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
-    condlockStatus(lock) { $0.setName(name) ? 0 : ENOMEM }
+    condlockStatus(lock) { lock throws(QueueKitError) in
+        var copy: CString?
+        if let name {
+            guard let made = CString(copying: name) else { throw .outOfMemory }
+            copy = made
+        }
+        lock.nameStorage.withLock { $0 = copy }
+    }
 }
 
 @_cdecl("qk_condlock_name") @implementation @_spi(CAPI)
 public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
-    Handle.borrow(lock, as: CConditionLock.self, otherwise: emptyCName) { $0.cName }
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: CString.empty) { lock in
+        lock.nameStorage.withLock { $0?.pointer } ?? CString.empty
+    }
 }
 
 @_cdecl("qk_condlock_get_stats") @implementation @_spi(CAPI)
 public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutablePointer<qk_condlock_stats_t>?) -> Int32 {
     guard let stats else { return EINVAL }
-    return condlockStatus(lock) { lock in
+    return condlockStatus(lock) { lock throws(QueueKitError) in
         // size_t arrives as Int: read it unsigned, or a huge size (SIZE_MAX) would be negative.
         let size = UInt(bitPattern: stats.pointee.size)
-        guard size >= StatsField.acquisitions.end else { return EINVAL }
+        guard size >= StatsField.acquisitions.end else { throw .invalidArgument }
         let snapshot = lock.stats
         let values: [(StatsField, UInt64)] = [
             (.acquisitions, snapshot.acquisitions), (.contended, snapshot.contended),
@@ -104,7 +113,6 @@ public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutable
         for (field, value) in values where size >= field.end {
             base.storeBytes(of: value, toByteOffset: field.offset, as: UInt64.self)
         }
-        return 0
     }
 }
 
@@ -125,9 +133,4 @@ private enum StatsField {
 
     /// The smallest `size` that holds the field.
     var end: UInt { UInt(offset + MemoryLayout<UInt64>.size) }
-}
-
-private let emptyNameString: StaticString = ""
-private var emptyCName: UnsafePointer<CChar> {
-    UnsafeRawPointer(emptyNameString.utf8Start).assumingMemoryBound(to: CChar.self)
 }

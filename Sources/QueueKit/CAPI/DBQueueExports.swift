@@ -15,7 +15,7 @@ public func qk_dbqueue_create(_ label: UnsafePointer<CChar>?) -> OpaquePointer? 
 
 @_cdecl("qk_dbqueue_destroy") @implementation @_spi(CAPI)
 public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
-    let result = Handle.status(db, as: DBQueue.self) { db in status { () throws(QueueKitError) in try db.quiesce() } }
+    let result = Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in try db.quiesce() }
     if result == 0, let db { Handle.release(db, as: DBQueue.self) }
     return result
 }
@@ -23,30 +23,26 @@ public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
 @_cdecl("qk_dbqueue_read") @implementation @_spi(CAPI)
 public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { db in
-        db.withReadAccess { work(context) }
-        return 0
-    }
+    return Handle.status(db, as: DBQueue.self) { $0.withReadAccess { work(context) } }
 }
 
 @_cdecl("qk_dbqueue_write") @implementation @_spi(CAPI)
 public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { status($0.withWriteAccess { work(context) }) }
+    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        try db.withWriteAccess(db.writeRoute()) { work(context) }
+    }
 }
 
 @_cdecl("qk_dbqueue_write_async") @implementation @_spi(CAPI)
 public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { db in
-        db.writeAsync(CWork(context: context, function: work))
-        return 0
-    }
+    return Handle.status(db, as: DBQueue.self) { $0.writeAsync(CWork(context: context, function: work)) }
 }
 
 @_cdecl("qk_dbqueue_flush") @implementation @_spi(CAPI)
 public func qk_dbqueue_flush(_ db: OpaquePointer?) -> Int32 {
-    Handle.status(db, as: DBQueue.self) { db in status { () throws(QueueKitError) in try db.flush() } }
+    Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in try db.flush() }
 }
 
 @_cdecl("qk_dbqueue_queue") @implementation @_spi(CAPI)

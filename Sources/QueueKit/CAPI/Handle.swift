@@ -14,10 +14,19 @@ enum Handle {
         return Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
     }
 
-    /// As `borrow`, for calls that return a status: `EINVAL` for a wrong handle.
+    /// As `borrow`, for calls that return a status: `EINVAL` for a wrong handle, 0 when `body`
+    /// returns, the ``QueueKitError``'s code when it throws. The one place where an error becomes
+    /// a C status.
     @inline(__always)
-    static func status<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, _ body: (T) -> Int32) -> Int32 {
-        borrow(handle, as: type, otherwise: EINVAL, body)
+    static func status<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, _ body: (T) throws(QueueKitError) -> Void) -> Int32 {
+        borrow(handle, as: type, otherwise: EINVAL) { object in
+            do throws(QueueKitError) {
+                try body(object)
+                return 0
+            } catch {
+                return error.rawValue
+            }
+        }
     }
 
     @inline(__always)

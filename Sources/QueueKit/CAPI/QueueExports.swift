@@ -5,13 +5,8 @@ import QueueKitShim
 // Section 1 of the C API: the queue-identity registry. Argument checks and conversions only;
 // the behaviour is `Queue`'s.
 
-private let emptyString: StaticString = ""
-private var emptyCString: UnsafePointer<CChar> {
-    UnsafeRawPointer(emptyString.utf8Start).assumingMemoryBound(to: CChar.self)
-}
-
 @inline(__always)
-private func queueStatus(_ queue: OpaquePointer?, _ body: (Queue) -> Int32) -> Int32 {
+private func queueStatus(_ queue: OpaquePointer?, _ body: (Queue) throws(QueueKitError) -> Void) -> Int32 {
     Handle.status(queue, as: Queue.self, body)
 }
 
@@ -66,39 +61,39 @@ public func qk_queue_release(_ queue: OpaquePointer?) {
 
 @_cdecl("qk_queue_label") @implementation @_spi(CAPI)
 public func qk_queue_label(_ queue: OpaquePointer?) -> UnsafePointer<CChar>? {
-    Handle.borrow(queue, as: Queue.self, otherwise: emptyCString) { UnsafePointer($0.cLabel) }
+    Handle.borrow(queue, as: Queue.self, otherwise: CString.empty) { $0.cLabel.pointer }
 }
 
 @_cdecl("qk_queue_async") @implementation @_spi(CAPI)
 public func qk_queue_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
     let job = CWork(context: context, function: work)
-    return queueStatus(queue) { queue in status { () throws(QueueKitError) in try queue.submit(barrier: false) { job() } } }
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: false) { job() } }
 }
 
 @_cdecl("qk_queue_barrier_async") @implementation @_spi(CAPI)
 public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
     let job = CWork(context: context, function: work)
-    return queueStatus(queue) { queue in status { () throws(QueueKitError) in try queue.submit(barrier: true) { job() } } }
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: true) { job() } }
 }
 
 @_cdecl("qk_queue_sync") @implementation @_spi(CAPI)
 public func qk_queue_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return queueStatus(queue) { status($0.syncBlock(barrier: false) { work(context) }) }
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.run(queue.syncRoute(barrier: false)) { work(context) } }
 }
 
 @_cdecl("qk_queue_barrier_sync") @implementation @_spi(CAPI)
 public func qk_queue_barrier_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return queueStatus(queue) { status($0.syncBlock(barrier: true) { work(context) }) }
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.run(queue.syncRoute(barrier: true)) { work(context) } }
 }
 
 @_cdecl("qk_queue_perform") @implementation @_spi(CAPI)
 public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return queueStatus(queue) { status($0.performBlock { work(context) }) }
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.run(queue.performRoute()) { work(context) } }
 }
 
 @_cdecl("qk_queue_current") @implementation @_spi(CAPI)
@@ -113,7 +108,7 @@ public func qk_queue_is_current(_ queue: OpaquePointer?) -> Bool {
 
 @_cdecl("qk_queue_copy_current_label") @implementation @_spi(CAPI)
 public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
-    let label = ExecutionContext.innermost.map { UnsafePointer($0.pointee.queue.cLabel) } ?? emptyCString
+    let label = ExecutionContext.innermost.map { $0.pointee.queue.cLabel.pointer } ?? CString.empty
     // A NULL buffer only measures, whatever `size` says: misuse must not crash. `size` is a
     // size_t: read it unsigned (SIZE_MAX arrives as -1).
     guard let buffer, UInt(bitPattern: size) != 0 else { return strlen(label) }
@@ -123,7 +118,9 @@ public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, 
 @_cdecl("qk_queue_check") @implementation @_spi(CAPI)
 public func qk_queue_check(_ queue: OpaquePointer?, _ predicate: qk_predicate_t) -> Int32 {
     guard let predicate = Queue.Predicate(rawValue: Int32(bitPattern: predicate.rawValue)) else { return EINVAL }
-    return queueStatus(queue) { $0.check(predicate) ? 0 : EPERM }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        guard queue.check(predicate) else { throw .notPermitted }
+    }
 }
 
 @_cdecl("qk_queue_precondition") @implementation @_spi(CAPI)
@@ -142,10 +139,7 @@ public func qk_queue_set_specific(
     _ queue: OpaquePointer?, _ key: UnsafeRawPointer?, _ value: UnsafeMutableRawPointer?, _ destructor: qk_function_t?
 ) -> Int32 {
     guard let key else { return EINVAL }
-    return queueStatus(queue) { queue in
-        queue.setSpecific(key: key, value: value, destructor: destructor)
-        return 0
-    }
+    return queueStatus(queue) { $0.setSpecific(key: key, value: value, destructor: destructor) }
 }
 
 @_cdecl("qk_queue_get_specific") @implementation @_spi(CAPI)

@@ -107,10 +107,11 @@ uint64_t qkshim_parse_stall_ms(const char *text, const char **error);
 int qkshim_thread_start(void (*body)(void *context), void *context, const char *name);
 
 /* Waits while *word == expected, until woken or the absolute CLOCK_MONOTONIC deadline (UINT64_MAX:
- * none). Returns 0 when woken or the value differed, ETIMEDOUT at the deadline, EINTR spuriously. */
+ * none). Returns 0 when woken or the value differed, ETIMEDOUT at the deadline, EINTR spuriously;
+ * any other failure (EFAULT, EINVAL, ENOSYS, ...) is a bug: it aborts naming the call and errno. */
 int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 
-/* Wakes up to `count` threads waiting on `word`. */
+/* Wakes up to `count` threads waiting on `word`; aborts, naming the errno, if the call fails. */
 void qkshim_futex_wake(uint32_t *word, int count);
 
 /* Atomic access to a futex word (sequentially consistent). */
@@ -141,5 +142,9 @@ size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
 /* Prints one line to stderr and aborts: the *_precondition failure path. */
 __attribute__((noreturn)) void qkshim_fatal(const char *message);
+
+/* As qkshim_fatal, for a system call that failed in a way that can only be a bug: one line naming
+ * the call, the errno value and its text. */
+__attribute__((noreturn)) void qkshim_fatal_errno(const char *call, int error);
 
 #endif
