@@ -449,7 +449,10 @@ QK_EXPORT int qk_set_deadlock_handler(qk_report_function_t handler, void *contex
  *  line each after a heading: the thread, the call, the object, for how long, timed or untimed,
  *  what it waits for (the waiting threads that hold it; for a condition lock its holder, "thread 5
  *  (exited)" for one that is gone, or "condition 3, now 2, lock free"), and what it holds. ""
- *  (returns 0) when nobody waits. Durations are measured at a few milliseconds' resolution.
+ *  (returns 0) when nobody waits. Durations are measured at a few milliseconds' resolution; a
+ *  qk_queue_sync, barrier_sync or perform (which does not read the clock on its way in: it cannot
+ *  tell whether it will wait) is timed from the first time a report, a cycle search or the stall
+ *  watch saw it, shown as "for at least".
  *  Thread-safe; the threads it reads cannot stop waiting while it reads them (for microseconds). */
 QK_EXPORT size_t qk_copy_wait_report(char *buffer, size_t size);
 
@@ -457,7 +460,7 @@ QK_EXPORT size_t qk_copy_wait_report(char *buffer, size_t size);
  *  once for that wait (waits that stall together share a call), from a QueueKit thread named
  *  "queuekit-stalls", with the wait report. The watch looks a few times per threshold (at most
  *  every 250 ms, at least every 1 ms), so a stall is reported at most a quarter of the threshold
- *  (and 250 ms) late. threshold_ns == 0 turns the watch off; handler == NULL with a threshold
+ *  (and 250 ms) late; for a queue sync, timed from the watch's first sight of it, up to half. threshold_ns == 0 turns the watch off; handler == NULL with a threshold
  *  uses the stderr writer. Replaces the previous watch. The environment variable
  *  QUEUEKIT_STALL_MS=N (milliseconds, 1 to 3600000) turns the watch on with the stderr writer
  *  when the library is loaded; any other value is ignored with one line on stderr. 0, or the

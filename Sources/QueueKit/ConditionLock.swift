@@ -431,7 +431,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         var handedOff = parker.spinUntilSet(deadline: deadline, pureSpin: first)
         if !handedOff {
             let record = ThreadRecord.current
-            let refusal = WaitRegistry.enter(record) { wait in
+            let refusal = WaitRegistry.enter(record, untimed: deadline == MonotonicClock.forever) { wait in
                 wait.call = call
                 wait.kind = node.pointee.wanted == nil ? .lock : .lockWhen
                 wait.queue = nil

@@ -38,7 +38,8 @@ enum DeadlockReport {
         for node in nodes.sorted(by: { $0.number < $1.number }) {
             let wait = node.wait
             lines.append(
-                "  \(names[node.number]!): in \(call(wait)) for \(duration(now &- wait.start)), "
+                "  \(names[node.number]!): in \(call(wait)) for \(wait.startIsFirstSight ? "at least " : "")"
+                    + "\(duration(now &- wait.start)), "
                     + "\(wait.isTimed ? "timed" : "untimed"); waits for \(waitsFor(node, graph: graph, names: names)); "
                     + "holds \(holdings(of: node, nodes: nodes))")
         }
@@ -119,12 +120,13 @@ enum DeadlockReport {
         case .lock, .lockWhen:
             guard let lock = wait.lock else { return "the lock" }
             let owner = lock.holderNumber
-            let holder = owner == 0 ? "lock free" : owner == record.number ? "being handed the lock"
-                : "held by \(names[owner] ?? describeThread(owner))"
+            let holder = owner == 0 || owner == record.number ? nil : names[owner] ?? describeThread(owner)
             if wait.kind == .lockWhen, let waiter = wait.detail {
-                return "\(lock.conditionDescription(waiter: waiter)), \(holder)"
+                let state = owner == 0 ? "lock free" : owner == record.number ? "being handed the lock" : "held by \(holder!)"
+                return "\(lock.conditionDescription(waiter: waiter)), \(state)"
             }
-            return owner == 0 ? "the lock (free: being handed over)" : holder
+            if let holder { return holder }
+            return owner == 0 ? "the lock (free, being handed over)" : "nothing (being handed the lock)"
         }
     }
 

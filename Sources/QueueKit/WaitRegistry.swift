@@ -40,8 +40,11 @@ struct PublishedWait {
     var detail: UnsafeRawPointer?
     /// Absolute deadline; `MonotonicClock.forever` for an untimed wait.
     var deadline = MonotonicClock.forever
-    /// When the wait began, on the coarse monotonic clock.
+    /// When the wait began, on the coarse monotonic clock; 0 until a reader stamps it, for a
+    /// `sync` (see `publish`).
     var start: UInt64 = 0
+    /// `start` is when a reader first saw the wait, not when it began (a `sync`'s wait).
+    var startIsFirstSight = false
     /// The thread's innermost frame: its chain, frozen while it waits, is what it holds.
     var frame: UnsafePointer<ExecutionFrame>?
     /// Numbers the thread's waits, so the stall watch reports each wait once.
@@ -120,10 +123,15 @@ enum WaitRegistry {
 
     /// Publishes a wait of the calling thread, described by `describe`. Returns how many other
     /// threads had a wait published at that moment (an upper bound).
+    ///
+    /// `stamped: false` leaves the start time to the first reader that sees the wait (`stamp`):
+    /// the `sync` path, which cannot know whether it will wait at all, does not read the clock
+    /// (a coarse clock read costs ~20 ns on a virtual machine, a tenth of an idle `sync`).
     @inline(__always)
-    static func publish(_ record: ThreadRecord, _ describe: (inout PublishedWait) -> Void) -> Int {
+    static func publish(_ record: ThreadRecord, stamped: Bool, _ describe: (inout PublishedWait) -> Void) -> Int {
         record.wait.serial &+= 1
-        record.wait.start = qkshim_now_coarse_ns()
+        record.wait.start = stamped ? qkshim_now_coarse_ns() : 0
+        record.wait.startIsFirstSight = !stamped
         describe(&record.wait)
         record.waitState.store(WaitState.waiting, ordering: .releasing)
         return qkshim_waiting_enter()
@@ -157,11 +165,22 @@ enum WaitRegistry {
     /// searches for the cycle it would close. Returns `nil` to go on waiting (then `withdraw`
     /// when done), or the report of the cycle: the wait was withdrawn and the caller must refuse
     /// (after settling any hand-off that raced with the search) and `deliver` the report.
+    ///
+    /// `untimed`: the wait's deadline is `MonotonicClock.forever` (only untimed waits can be
+    /// refused). `stamped`: as in `publish`.
     @inline(__always)
-    static func enter(_ record: ThreadRecord, _ describe: (inout PublishedWait) -> Void) -> String? {
-        let others = publish(record, describe)
-        if others == 0 || record.wait.isTimed { return nil }
+    static func enter(
+        _ record: ThreadRecord, untimed: Bool, stamped: Bool = true, _ describe: (inout PublishedWait) -> Void
+    ) -> String? {
+        let others = publish(record, stamped: stamped, describe)
+        if others == 0 || !untimed { return nil }
         return refusal(of: record)
+    }
+
+    /// Gives a pinned wait published without a start time the time `now` (its first sighting).
+    /// The pin keeps its owner off the record meanwhile.
+    static func stamp(_ records: [ThreadRecord], now: UInt64) {
+        for record in records where record.wait.start == 0 { record.wait.start = now }
     }
 
     /// The cycle search of `enter`, under the detector lock.
@@ -170,6 +189,7 @@ enum WaitRegistry {
         detector.withLock { _ in
             let others = pinWaiters(except: me)
             defer { unpin(others) }
+            stamp(others, now: qkshim_now_coarse_ns())
             let nodes = others + [me]
             guard let ring = WaitGraph(nodes: nodes).cycle(through: me) else { return nil }
             let report = DeadlockReport.refusal(ring: ring, nodes: nodes)
@@ -211,6 +231,7 @@ enum WaitRegistry {
         detector.withLock { _ in
             let pinned = pinWaiters()
             defer { unpin(pinned) }
+            stamp(pinned, now: qkshim_now_coarse_ns())
             return body(pinned)
         }
     }
