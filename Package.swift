@@ -2,20 +2,6 @@
 import Foundation
 import PackageDescription
 
-/// The directory holding <dispatch/dispatch.h> (and <os/…>, <Block.h>): the toolchain's
-/// usr/lib/swift, found from the swiftc on PATH. Only the benchmark's C kernels need it.
-let dispatchIncludeDirectory: String = {
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-    for directory in path.split(separator: ":") {
-        let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("swiftc")
-        guard FileManager.default.isExecutableFile(atPath: candidate.path) else { continue }
-        let include = candidate.resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("../lib/swift").standardizedFileURL.path
-        if FileManager.default.fileExists(atPath: include + "/dispatch/dispatch.h") { return include }
-    }
-    return "/opt/swift/usr/lib/swift"
-}()
-
 /// The package's own directory, for the linker's version script.
 let packageDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
 
@@ -47,19 +33,6 @@ let package = Package(
             dependencies: ["QueueKit"],
             path: "Sources/QueueKitCLibrary",
             linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])]
-        ),
-        // The benchmark (README, Performance): C kernels calling QueueKit through <queuekit.h> next to
-        // the pthread and libdispatch anchors, and the Swift driver that repeats, compares and reports.
-        .target(
-            name: "QueueKitBenchKernels",
-            dependencies: ["QueueKit"],
-            path: "Sources/QueueKitBenchKernels",
-            cSettings: [.headerSearchPath("../../include"), .unsafeFlags(["-I", dispatchIncludeDirectory])]
-        ),
-        .executableTarget(
-            name: "queuekit-bench",
-            dependencies: ["QueueKit", "QueueKitBenchKernels"],
-            path: "Sources/QueueKitBench"
         ),
         .testTarget(
             name: "QueueKitTests",

@@ -3,7 +3,7 @@
 
     python3 scripts/chart.py [RESULTS_DIR] [OUTPUT_PNG]     (defaults: bench-results docs/benchmark.png)
 
-Left: every QueueKit / anchor time ratio that a target of issues 3 and 4 applies to, on a log
+Left: every QueueKit / anchor time ratio that a target applies to, on a log
 scale, with the target marked (below 1: QueueKit is faster). Right: mixed read/write throughput
 against the number of threads, for every implementation. Installs matplotlib with pip when it is
 missing.
@@ -56,7 +56,7 @@ def main():
     left.set_yticks(positions)
     left.set_yticklabels(labels, fontsize=7)
     left.set_xlabel("QueueKit time / anchor time (log; < 1 = QueueKit faster); green met, red missed")
-    left.set_title("Targets of issues 3 and 4")
+    left.set_title("Targets")
     left.legend(loc="lower right", fontsize=8)
 
     # Right: mixed throughput (million operations per second) against threads.

@@ -2,10 +2,12 @@
 # consuming QueueKit. Every function works from the repository root and fails on any error.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD_DIR=$ROOT/build                         # the CMake build of libqueuekit.so
+BUILD_DIR=$ROOT/build                         # the CMake build of libqueuekit.so, its checks and programs
+ASAN_BUILD_DIR=$ROOT/build-asan               # the same with the C programs under ASan + UBSan
 STAGE_DIR=$ROOT/stage                         # the local install prefix
-PKGCONFIG_BUILD_DIR=$ROOT/build-pkgconfig     # examples built with gcc + pkg-config
-CONSUMER_BUILD_DIR=$ROOT/build-consumer       # examples built by examples/consumer (find_package)
+PKGCONFIG_BUILD_DIR=$ROOT/build-pkgconfig     # examples/consumer finding QueueKit with pkg-config
+CONSUMER_BUILD_DIR=$ROOT/build-consumer       # examples/consumer finding QueueKit with find_package
+BENCH_DIR=$ROOT/Benchmarks                    # the benchmark package (linked to $STAGE_DIR)
 cd "$ROOT"
 
 # The Swift toolchain of this kind of machine, when it is not on PATH already.
@@ -47,10 +49,13 @@ ensure_packages() {
         apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# Configures and builds libqueuekit.so (Release), its checks and the examples in build/.
+# cmake_build [DIR [CMAKE_ARGS...]]: configures (Release) and builds libqueuekit.so, its checks,
+# the reliability programs and the examples in DIR (default build/).
 cmake_build() {
-    quietly cmake -G Ninja -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
-    cmake --build "$BUILD_DIR"
+    local dir=${1:-$BUILD_DIR}
+    shift $(($# > 0 ? 1 : 0))
+    quietly cmake -G Ninja -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
+    cmake --build "$dir"
 }
 
 # Installs into stage/ (library, header, queuekit.pc, CMake package), replacing what was there.
@@ -60,86 +65,44 @@ install_stage() {
     echo "installed to $STAGE_DIR"
 }
 
-# The examples, one C program each, whatever their names.
-shopt -s nullglob
-EXAMPLES=("$ROOT"/examples/*.c)
-shopt -u nullglob
-
-# Builds every example with gcc against the installed library, as its users would:
-# cc prog.c $(pkg-config --cflags --libs queuekit). The rpath lets them run from stage/.
-# Examples may use libbsd, SQLite and libm; --as-needed drops the one an example does not use.
-build_examples_pkgconfig() {
-    local flags source name libdir
-    export PKG_CONFIG_PATH=$STAGE_DIR/lib/pkgconfig
-    flags=$(pkg-config --cflags --libs queuekit)
-    libdir=$(cd "$(pkg-config --variable=libdir queuekit)" && pwd)
-    rm -rf "$PKGCONFIG_BUILD_DIR" && mkdir -p "$PKGCONFIG_BUILD_DIR"
-    for source in "${EXAMPLES[@]}"; do
-        name=$(basename "$source" .c)
-        # shellcheck disable=SC2086 # $flags is a list of words
-        gcc -O2 -Wall -Wextra "$source" $flags -Wl,--as-needed -lbsd -lsqlite3 -lm -Wl,-rpath,"$libdir" \
-            -o "$PKGCONFIG_BUILD_DIR/$name"
-    done
-    echo "built ${#EXAMPLES[@]} examples with gcc and pkg-config into $PKGCONFIG_BUILD_DIR"
+# build_consumer HOW DIR: builds every example with examples/consumer, an outside CMake project,
+# against the library installed in stage/, found the way HOW says (find_package or pkg-config).
+build_consumer() {
+    local how=$1 dir=$2
+    rm -rf "$dir"
+    PKG_CONFIG_PATH=$STAGE_DIR/lib/pkgconfig quietly cmake -G Ninja -S "$ROOT/examples/consumer" -B "$dir" \
+        -DQK_CONSUME="$how" -DCMAKE_PREFIX_PATH="$STAGE_DIR"
+    quietly cmake --build "$dir"
+    echo "built the examples with examples/consumer ($how) into $dir"
 }
 
-# Builds every example through examples/consumer: find_package(QueueKit) from stage/.
-build_examples_find_package() {
-    rm -rf "$CONSUMER_BUILD_DIR"
-    quietly cmake -G Ninja -S "$ROOT/examples/consumer" -B "$CONSUMER_BUILD_DIR" \
-        -DCMAKE_PREFIX_PATH="$STAGE_DIR"
-    quietly cmake --build "$CONSUMER_BUILD_DIR"
-    echo "built ${#EXAMPLES[@]} examples with find_package(QueueKit) into $CONSUMER_BUILD_DIR"
-}
-
-# Runs every example built in directory $1, a header line each; fails if any fails.
-run_examples() {
-    local dir=$1 source name failed=0
-    for source in "${EXAMPLES[@]}"; do
-        name=$(basename "$source" .c)
-        echo "==> $name"
-        if ! timeout 60 "$dir/$name"; then
-            echo "FAILED: $name" >&2
-            failed=$((failed + 1))
-        fi
-    done
-    [ $failed -eq 0 ]
-}
-
-# Builds the benchmark (release) and runs its quick mode once into a scratch directory, then
-# checks that every row it lists was measured and every ratio written. No timing is judged: the
-# numbers are for people (README, Performance), not for tests.
-bench_quick() {
-    local out status=0
-    out=$(mktemp -d)
-    quietly swift build -c release --product queuekit-bench
-    "$ROOT/.build/release/queuekit-bench" --list >"$out/expected.txt"
-    "$ROOT/.build/release/queuekit-bench" --quick --out "$out" >"$out/table.txt" 2>"$out/progress.txt" || status=$?
+# memcheck DIR: the C programs of build DIR under valgrind (ctest's memcheck); shows the valgrind
+# logs of what failed.
+memcheck() {
+    local dir=${1:-$BUILD_DIR} status=0
+    ctest --test-dir "$dir" -T memcheck -L program --output-on-failure || status=$?
     if [ $status -ne 0 ]; then
-        cat "$out/progress.txt" >&2
-        rm -rf "$out"
-        return $status
+        grep -l . "$dir"/Testing/Temporary/MemoryChecker.*.log 2>/dev/null | xargs -r tail -n 40 >&2
     fi
-    python3 - "$out" <<'PY' || status=$?
-import csv, math, sys
-out = sys.argv[1]
-expected = [line.rstrip("\n") for line in open(f"{out}/expected.txt") if line.strip()]
-with open(f"{out}/results.csv", newline="") as f:
-    rows = {f'{r["workload"]} | {r["implementation"]}': r for r in csv.DictReader(f)}
-with open(f"{out}/ratios.csv", newline="") as f:
-    ratios = list(csv.DictReader(f))
-missing = [e for e in expected if e not in rows]
-unmeasured = [k for k, r in rows.items() if not r["median_ns"] or not math.isfinite(float(r["median_ns"]))]
-table = open(f"{out}/table.txt").read()
-absent = [e for e in expected if e.split(" | ")[1] not in table]
-for name, items in (("missing from results.csv", missing), ("without a median", unmeasured),
-                    ("missing from the table", absent)):
-    for item in items:
-        print(f"bench: row {name}: {item}", file=sys.stderr)
-targets = [r for r in ratios if r["target"]]
-print(f"bench: {len(rows)} of {len(expected)} rows measured, {len(ratios)} ratios, {len(targets)} with a target")
-sys.exit(1 if missing or unmeasured or absent or len(expected) == 0 or not targets else 0)
-PY
+    return $status
+}
+
+# Builds the benchmark package (release, linked to the library in stage/) and runs its quick mode
+# once into a scratch directory; scripts/check-bench.py then checks that every row it lists was
+# measured with its columns, through stage/'s library. No timing is judged: the numbers are for
+# people (README, Performance), not for tests.
+bench_quick() {
+    local out status=0 bench=$BENCH_DIR/.build/release/queuekit-bench
+    out=$(mktemp -d)
+    QUEUEKIT_PREFIX=$STAGE_DIR quietly swift build -c release --package-path "$BENCH_DIR"
+    ldd "$bench" | grep -F libqueuekit.so
+    "$bench" --list >"$out/expected.txt"
+    "$bench" --quick --out "$out" >"$out/table.txt" 2>"$out/progress.txt" || status=$?
+    if [ $status -eq 0 ]; then
+        python3 "$ROOT/scripts/check-bench.py" "$out" "$STAGE_DIR/lib/libqueuekit.so.0" || status=$?
+    else
+        cat "$out/progress.txt" >&2
+    fi
     rm -rf "$out"
     return $status
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds libqueuekit.so with CMake, installs it into ./stage, builds every C example against the
-# installed library twice (gcc + pkg-config, and the find_package(QueueKit) consumer project),
-# then runs the examples. Installs cmake, ninja, libbsd-dev, ... first when they are missing.
+# installed library twice (examples/consumer, an outside CMake project, finding it with pkg-config
+# and with find_package), then runs the examples. Installs cmake, ninja, libbsd-dev, ... first
+# when they are missing.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -10,8 +11,8 @@ echo "== building libqueuekit.so (CMake, Ninja, Release)"
 cmake_build
 install_stage
 echo "== building the examples against $STAGE_DIR"
-build_examples_pkgconfig
-build_examples_find_package
+build_consumer pkg-config "$PKGCONFIG_BUILD_DIR"
+build_consumer find_package "$CONSUMER_BUILD_DIR"
 echo "== running the examples"
-run_examples "$PKGCONFIG_BUILD_DIR"
-echo "== demo done: ${#EXAMPLES[@]} examples ran; the library is in $STAGE_DIR/lib"
+ctest --test-dir "$PKGCONFIG_BUILD_DIR" --verbose
+echo "== demo done: the examples ran; the library is in $STAGE_DIR/lib"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage: SwiftPM build and tests, the CMake build and its ctest
-# checks (header, exports, standalone library, examples), the installed library consumed by
-# outside builds, the sanitizer stages, and one quick run of the benchmark (every row produced; no
-# timing judged). Every stage runs even when one before it failed; the last line is "N passed,
+# checks (header, exports, standalone library, reliability programs, examples), the installed
+# library consumed by an outside project (pkg-config and find_package), the sanitizer stages, and
+# one quick run of the benchmark against the installed library (every row produced; no timing
+# judged). Every stage runs even when one before it failed; the last line is "N passed,
 # N failed" over the stages, and the exit status is non-zero when any failed.
 #
 # Adding a stage: write one more `stage NAME command...` line below.
@@ -31,8 +32,9 @@ stage() {
     fi
 }
 
-consume_pkgconfig() { build_examples_pkgconfig && run_examples "$PKGCONFIG_BUILD_DIR"; }
-consume_find_package() { build_examples_find_package && run_examples "$CONSUMER_BUILD_DIR"; }
+consume_pkgconfig() { build_consumer pkg-config "$PKGCONFIG_BUILD_DIR" && ctest --test-dir "$PKGCONFIG_BUILD_DIR" --output-on-failure; }
+consume_find_package() { build_consumer find_package "$CONSUMER_BUILD_DIR" && ctest --test-dir "$CONSUMER_BUILD_DIR" --output-on-failure; }
+asan_ubsan() { cmake_build "$ASAN_BUILD_DIR" -DQK_SANITIZE=address && ctest --test-dir "$ASAN_BUILD_DIR" -L program --output-on-failure; }
 
 ensure_packages
 
@@ -47,9 +49,11 @@ stage find-package     consume_find_package
 # Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
 # directory, so the plain build stays incremental); the C programs under ASan+UBSan and valgrind.
 stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
-stage asan-ubsan       "$ROOT/scripts/sanitizers.sh" asan
-stage valgrind         "$ROOT/scripts/sanitizers.sh" valgrind
-# The benchmark's quick mode once: every row produced (no timing judged).
+# The C programs (ctest label `program`): built with ASan+UBSan in a build directory of their own
+# (-DQK_SANITIZE=address), and the plain build's under valgrind (ctest -T memcheck).
+stage asan-ubsan       asan_ubsan
+stage valgrind         memcheck "$BUILD_DIR"
+# The benchmark's quick mode once, against the installed library: every row produced (no timing judged).
 stage bench-quick      bench_quick
 
 echo

@@ -1,12 +1,14 @@
 /*
  * misuse.c — the misuse matrix: every exported function x every bad input that applies, each
- * checked against the documented answer (include/queuekit.h, /work/shared/API.md). Misuse must
- * never crash or corrupt: run this under AddressSanitizer + UBSan (scripts/sanitizers.sh does).
+ * checked against the documented answer (include/queuekit.h). Misuse must never crash or
+ * corrupt: ctest runs this under AddressSanitizer + UBSan (a -DQK_SANITIZE=address build) and
+ * valgrind (ctest -T memcheck) too.
  *
  *   misuse [--no-abort-tests]   prints the number of bad inputs tried; exits non-zero on any
  *                               mismatch. --no-abort-tests skips the forked *_precondition
- *                               children (for valgrind, which would report the memory a child
- *                               still holds when it aborts)
+ *                               children (for a memory checker that would report the memory a
+ *                               child still holds when it aborts; ctest's memcheck instead runs
+ *                               valgrind with --child-silent-after-fork=yes)
  *
  * Bad inputs: a NULL handle; a handle of each other QueueKit type (queue, DB queue, condition
  * lock, and a DB queue's identity-only queue); a foreign pointer (a zeroed struct that is no

@@ -1,10 +1,11 @@
 // queuekit-bench: QueueKit side by side with its anchors, in one process.
 //
+//   (in Benchmarks/, after installing the CMake-built library into ../stage)
 //   swift build -c release && .build/release/queuekit-bench [--quick] [--reps N] [--out DIR]
 //                                                          [--filter TEXT] [--list]
 //
 // Prints a progress line on stderr, the tables on stdout, and writes DIR/results.csv (one line per
-// row) and DIR/ratios.csv (QueueKit / anchor, with the targets of issues 3 and 4). scripts/chart.py
+// row) and DIR/ratios.csv (QueueKit / anchor, with the targets that apply). scripts/chart.py
 // turns them into a PNG. Numbers are medians over repetitions; the machine is shared, so the
 // spread (min–max, IQR) is printed next to every median.
 import Foundation

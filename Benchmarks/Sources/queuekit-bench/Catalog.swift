@@ -1,5 +1,4 @@
 import Dispatch
-import QueueKit
 import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
@@ -97,7 +96,7 @@ enum Catalog {
         add(read, "seed get_specific+dispatch_sync_f", 4_000_000) { qkb_seed_read($0) }
 
         let swiftRead = "uncontended read, Swift API"
-        add(swiftRead, "QueueKit DBQueue.read {}", qk: true, 4_000_000) { swiftDBQueueRead($0) }
+        add(swiftRead, "QueueKit DBQueue.read {}", qk: true, 4_000_000, SwiftRows.kernel("qkbench_swift_dbqueue_read"))
         add(swiftRead, "DispatchQueue.sync {} (concurrent)", 2_000_000) { swiftDispatchSync($0) }
 
         let nested = "nested read (inside a read)"
@@ -124,6 +123,7 @@ enum Catalog {
                 add(mixed, "QueueKit read + write", qk: true, n, mix(QKB_MIX_QK_SYNC))
                 add(mixed, "pthread_rwlock", n, mix(QKB_MIX_RWLOCK))
                 add(mixed, "GCD sync + barrier_async", n / 4, mix(QKB_MIX_GCD))
+                add(mixed, "GCD sync + barrier_sync", n / 4, mix(QKB_MIX_GCD_SYNC))
                 add(mixed, "seed get_specific+sync, barrier_async", n / 4, mix(QKB_MIX_SEED))
             }
         }
@@ -149,7 +149,13 @@ enum Catalog {
         ]
     }
 
-    // MARK: Targets (issues 3 and 4), keyed by workload | QueueKit row | anchor row
+    /// The anchors of a mixed workload whose best time the derived "best of" ratio takes.
+    static let mixedAnchors = ["pthread_rwlock", "GCD sync + barrier_async", "GCD sync + barrier_sync"]
+    static let bestOfMixedAnchors = "best of pthread_rwlock and GCD"
+    /// The derived figure of a row with synchronous writers: their 99th-percentile wait.
+    static let writersP99 = "writers' p99 wait"
+
+    // MARK: Targets, keyed by workload | QueueKit row | anchor row (the source names the issue)
 
     static func target(workload: String, queueKit: String, anchor: String) -> Target? {
         switch (workload, queueKit, anchor) {
@@ -168,7 +174,7 @@ enum Catalog {
         case ("uncontended read, Swift API", _, "DispatchQueue.sync {} (concurrent)"):
             return Target(limit: 0.5, source: "issue 3")
         case ("write_async (submit N, then wait)", _, "GCD dispatch_barrier_async_f"):
-            return Target(limit: 1, source: "issue 3")
+            return Target(limit: 0.5, source: "issue 11")
         // "Mixed 90/10 throughput from several threads ≥ both raw GCD and pthread_rwlock", as time
         // per operation ≤ 1×. Synchronous QueueKit writes are held to both anchors; asynchronous
         // ones to GCD, whose writes are asynchronous too (an asynchronous write makes every later
@@ -177,9 +183,25 @@ enum Catalog {
         case (let w, "QueueKit read + write", "pthread_rwlock") where isSeveralThreads9010(w),
              (let w, _, "GCD sync + barrier_async") where isSeveralThreads9010(w):
             return Target(limit: 1, source: "issue 3, throughput")
+        // Contention: synchronous writes at 4 and 8 threads as fast as the rwlock; read +
+        // write_async within 2× of the rwlock's read + write on one thread and at least as fast
+        // as the best anchor on two; write_async at most half of a GCD barrier.
+        case (let w, "QueueKit read + write", "pthread_rwlock") where isContended(w):
+            return Target(limit: 1, source: "issue 11")
+        case (let w, "QueueKit read + write_async", "pthread_rwlock") where w == "mixed 90/10 r/w, 1 thread":
+            return Target(limit: 2, source: "issue 11")
+        case ("mixed 90/10 r/w, 2 threads", "QueueKit read + write_async", bestOfMixedAnchors):
+            return Target(limit: 1, source: "issue 11")
+        // The fairness bound: a synchronous writer among 8 threads waits at most 2 ms (p99).
+        case (let w, "QueueKit read + write", writersP99) where w.hasPrefix("mixed ") && w.hasSuffix(" 8 threads"):
+            return Target(limit: 2_000_000, source: "issue 11")
         default:
             return nil
         }
+    }
+
+    static func isContended(_ workload: String) -> Bool {
+        workload.hasPrefix("mixed ") && (workload.hasSuffix(" 4 threads") || workload.hasSuffix(" 8 threads"))
     }
 
     static func isSeveralThreads9010(_ workload: String) -> Bool {
@@ -199,16 +221,6 @@ func swiftDispatchSync(_ n: UInt64) -> qkb_sample_t {
     for _ in 0..<n { queue.sync { count &+= 1 } }
     let elapsed = qkb_now_ns() - begin
     swiftSink &+= count
-    return qkb_sample_t(ns_per_op: Double(elapsed) / Double(n), wakeups_per_op: -1, futile_per_op: -1)
-}
-
-/// `DBQueue.read {}`, from Swift.
-func swiftDBQueueRead(_ n: UInt64) -> qkb_sample_t {
-    let db = try! DBQueue(label: "bench.swift.read")
-    var count = 0
-    let begin = qkb_now_ns()
-    for _ in 0..<n { db.read { count &+= 1 } }
-    let elapsed = qkb_now_ns() - begin
-    swiftSink &+= count
-    return qkb_sample_t(ns_per_op: Double(elapsed) / Double(n), wakeups_per_op: -1, futile_per_op: -1)
+    return qkb_sample_t(ns_per_op: Double(elapsed) / Double(n), wakeups_per_op: -1, futile_per_op: -1,
+                        write_wait_p99_ns: -1, write_wait_max_ns: -1)
 }

@@ -3,6 +3,7 @@
 #include "qkbench.h"
 
 #include <dispatch/dispatch.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <errno.h>
 #include <sched.h>
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "queuekit.h"
+#include <queuekit.h>
 
 #define NOT_MEASURED (-1.0)
 
@@ -22,8 +23,13 @@ uint64_t qkb_now_ns(void) {
 }
 
 static qkb_sample_t sample(uint64_t elapsed, uint64_t ops) {
-    qkb_sample_t s = {(double)elapsed / (double)ops, NOT_MEASURED, NOT_MEASURED};
+    qkb_sample_t s = {(double)elapsed / (double)ops, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED};
     return s;
+}
+
+const char *qkb_queuekit_library(void) {
+    Dl_info info;
+    return dladdr((void *)qk_version, &info) != 0 ? info.dli_fname : NULL;
 }
 
 static void check(int status, const char *what) {
@@ -480,6 +486,19 @@ qkb_sample_t qkb_rwlock_write(uint64_t iterations) {
 
 /* ---- DB queue: mixed read/write from several threads --------------------------------------- */
 
+/* A write that notes when its work started: the writer's wait is that minus the time of the call.
+ * Every implementation writes through it, the asynchronous ones too (into a per-thread scratch
+ * record nobody reads), so that every row pays the same two clock reads per write. */
+typedef struct {
+    uint64_t started;
+} timed_write_t;
+
+static void timed_write_work(void *context) {
+    timed_write_t *w = context;
+    w->started = qkb_now_ns();
+    write_work(&db_data);
+}
+
 typedef struct {
     qkb_mix_impl_t impl;
     int write_percent;
@@ -487,43 +506,74 @@ typedef struct {
     qk_dbqueue_t *db;
     dispatch_queue_t queue;
     pthread_rwlock_t rwlock;
+    timed_write_t *scratch;    /* one per thread, for the asynchronous writes */
+    uint64_t **waits;          /* per thread: the synchronous writes' waits, ns */
+    uint64_t *wait_counts;
 } mixed_t;
+
+static int writes_synchronously(qkb_mix_impl_t impl) {
+    return impl == QKB_MIX_QK_SYNC || impl == QKB_MIX_RWLOCK || impl == QKB_MIX_GCD_SYNC;
+}
 
 static void mixed_thread(void *context, int index) {
     mixed_t *m = context;
+    timed_write_t *async_write = &m->scratch[index];
     uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(index + 1);
     for (uint64_t i = 0; i < m->ops_per_thread; i++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17; /* xorshift64 */
-        int write = (int)(x % 100) < m->write_percent;
-        switch (m->impl) {
-        case QKB_MIX_QK_ASYNC:
-            if (write) qk_dbqueue_write_async(m->db, &db_data, write_work);
-            else qk_dbqueue_read(m->db, &db_data, read_work);
-            break;
-        case QKB_MIX_QK_SYNC:
-            if (write) qk_dbqueue_write(m->db, &db_data, write_work);
-            else qk_dbqueue_read(m->db, &db_data, read_work);
-            break;
-        case QKB_MIX_RWLOCK:
-            if (write) {
-                pthread_rwlock_wrlock(&m->rwlock);
-                write_work(&db_data);
-            } else {
+        if ((int)(x % 100) >= m->write_percent) {
+            switch (m->impl) {
+            case QKB_MIX_QK_ASYNC:
+            case QKB_MIX_QK_SYNC: qk_dbqueue_read(m->db, &db_data, read_work); break;
+            case QKB_MIX_RWLOCK:
                 pthread_rwlock_rdlock(&m->rwlock);
                 read_work(&db_data);
+                pthread_rwlock_unlock(&m->rwlock);
+                break;
+            case QKB_MIX_GCD:
+            case QKB_MIX_GCD_SYNC: dispatch_sync_f(m->queue, &db_data, read_work); break;
+            case QKB_MIX_SEED: seed_read(m->queue, &db_data, read_work); break;
             }
+            continue;
+        }
+        timed_write_t write = {0};
+        uint64_t called = qkb_now_ns();
+        switch (m->impl) {
+        case QKB_MIX_QK_ASYNC: qk_dbqueue_write_async(m->db, async_write, timed_write_work); break;
+        case QKB_MIX_QK_SYNC: qk_dbqueue_write(m->db, &write, timed_write_work); break;
+        case QKB_MIX_RWLOCK:
+            pthread_rwlock_wrlock(&m->rwlock);
+            timed_write_work(&write);
             pthread_rwlock_unlock(&m->rwlock);
             break;
         case QKB_MIX_GCD:
-            if (write) dispatch_barrier_async_f(m->queue, &db_data, write_work);
-            else dispatch_sync_f(m->queue, &db_data, read_work);
-            break;
-        case QKB_MIX_SEED:
-            if (write) dispatch_barrier_async_f(m->queue, &db_data, write_work);
-            else seed_read(m->queue, &db_data, read_work);
-            break;
+        case QKB_MIX_SEED: dispatch_barrier_async_f(m->queue, async_write, timed_write_work); break;
+        case QKB_MIX_GCD_SYNC: dispatch_barrier_sync_f(m->queue, &write, timed_write_work); break;
         }
+        if (writes_synchronously(m->impl)) m->waits[index][m->wait_counts[index]++] = write.started - called;
     }
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The 99th percentile (nearest rank) and the maximum of every thread's waits. */
+static void wait_percentiles(const mixed_t *m, int threads, qkb_sample_t *s) {
+    uint64_t total = 0;
+    for (int t = 0; t < threads; t++) total += m->wait_counts[t];
+    if (total == 0) return;
+    uint64_t *all = malloc(total * sizeof *all);
+    if (!all) abort();
+    uint64_t n = 0;
+    for (int t = 0; t < threads; t++)
+        for (uint64_t i = 0; i < m->wait_counts[t]; i++) all[n++] = m->waits[t][i];
+    qsort(all, total, sizeof *all, compare_u64);
+    uint64_t rank = (total * 99 + 99) / 100; /* ceil(0.99 * total), 1-based */
+    s->write_wait_p99_ns = (double)all[rank - 1];
+    s->write_wait_max_ns = (double)all[total - 1];
+    free(all);
 }
 
 qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint64_t total_ops) {
@@ -531,8 +581,14 @@ qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint
                  .ops_per_thread = total_ops / (uint64_t)threads};
     pthread_rwlock_init(&m.rwlock, NULL);
     if (impl == QKB_MIX_QK_ASYNC || impl == QKB_MIX_QK_SYNC) m.db = qk_dbqueue_create("bench.mixed");
-    if (impl == QKB_MIX_GCD) m.queue = dispatch_queue_create("bench.mixed", DISPATCH_QUEUE_CONCURRENT);
+    if (impl == QKB_MIX_GCD || impl == QKB_MIX_GCD_SYNC) m.queue = dispatch_queue_create("bench.mixed", DISPATCH_QUEUE_CONCURRENT);
     if (impl == QKB_MIX_SEED) m.queue = seed_queue_create();
+    m.scratch = calloc((size_t)threads, sizeof *m.scratch);
+    m.waits = calloc((size_t)threads, sizeof *m.waits);
+    m.wait_counts = calloc((size_t)threads, sizeof *m.wait_counts);
+    if (!m.scratch || !m.waits || !m.wait_counts) abort();
+    for (int t = 0; t < threads && writes_synchronously(impl); t++)
+        if (!(m.waits[t] = malloc(m.ops_per_thread * sizeof **m.waits))) abort();
 
     uint64_t begin = qkb_now_ns();
     qkb_run_threads(threads, mixed_thread, &m);
@@ -543,7 +599,13 @@ qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint
     if (m.db) check(qk_dbqueue_destroy(m.db), "qk_dbqueue_destroy");
     if (m.queue) dispatch_release(m.queue);
     pthread_rwlock_destroy(&m.rwlock);
-    return sample(elapsed, m.ops_per_thread * (uint64_t)threads);
+    qkb_sample_t s = sample(elapsed, m.ops_per_thread * (uint64_t)threads);
+    wait_percentiles(&m, threads, &s);
+    for (int t = 0; t < threads; t++) free(m.waits[t]);
+    free(m.waits);
+    free(m.wait_counts);
+    free(m.scratch);
+    return s;
 }
 
 /* ---- Identity ------------------------------------------------------------------------------ */

@@ -35,6 +35,13 @@ struct Result {
     }
     var wakeupsPerOp: Double? { Self.measured(samples.map(\.wakeups_per_op)) }
     var futilePerOp: Double? { Self.measured(samples.map(\.futile_per_op)) }
+    /// The writers' wait from the call to the start of the work: the median over the
+    /// repetitions of each one's 99th percentile, and the longest wait of all repetitions.
+    var writeWaitP99: Double? { Self.measured(samples.map(\.write_wait_p99_ns)) }
+    var writeWaitMax: Double? {
+        let values = samples.map(\.write_wait_max_ns)
+        return Self.measured(values) == nil ? nil : values.max()
+    }
 
     static func measured(_ values: [Double]) -> Double? {
         values.allSatisfy({ $0 >= 0 }) && !values.isEmpty ? median(values.sorted()) : nil
@@ -56,12 +63,13 @@ struct Ratio {
     let queueKit: String
     let anchor: String
     /// QueueKit's time divided by the anchor's (or, for `kind == .difference`, QueueKit minus
-    /// anchor in ns; for `.count`, the QueueKit value itself).
+    /// anchor in ns; for `.count`, the QueueKit value itself; for `.wait`, QueueKit's writers'
+    /// p99 wait in ns).
     let value: Double
     let kind: Kind
     let target: Target?
 
-    enum Kind: String { case ratio, difference, count }
+    enum Kind: String { case ratio, difference, count, wait }
 
     var verdict: String {
         guard let target else { return "" }

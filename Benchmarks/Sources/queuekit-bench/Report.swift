@@ -1,4 +1,5 @@
 import Foundation
+import QueueKitBenchKernels
 
 /// The tables on stdout and the CSV files.
 enum Report {
@@ -26,6 +27,18 @@ enum Report {
                             target: Target(limit: 5, source: "issue 3")))
                     }
                 }
+                if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {
+                    let anchor = Catalog.bestOfMixedAnchors
+                    ratios.append(Ratio(
+                        workload: workload, queueKit: qk.row.impl, anchor: "\(anchor) (\(best.row.impl))",
+                        value: qk.median / best.median, kind: .ratio,
+                        target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor)))
+                }
+                if let p99 = qk.writeWaitP99 {
+                    ratios.append(Ratio(
+                        workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99, value: p99, kind: .wait,
+                        target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99)))
+                }
                 if workload.hasPrefix("chain of"), let futile = qk.futilePerOp {
                     ratios.append(Ratio(
                         workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
@@ -37,6 +50,11 @@ enum Report {
         return ratios
     }
 
+    /// The fastest of a mixed workload's pthread_rwlock and GCD rows.
+    static func bestMixedAnchor(_ rows: [Result]) -> Result? {
+        rows.filter { Catalog.mixedAnchors.contains($0.row.impl) }.min { $0.median < $1.median }
+    }
+
     // MARK: stdout
 
     static func printTables(_ results: [Result], _ ratios: [Ratio], options: Options) {
@@ -45,16 +63,27 @@ enum Report {
         print("\(ProcessInfo.processInfo.activeProcessorCount) CPUs; other processes may share them: "
               + "medians over interleaved repetitions.")
         print(FoundationAnchors.note)
-        print("QueueKit is called through <queuekit.h> from C kernels linked into the same executable.")
+        print("QueueKit's C rows call the installed library from C kernels, as C programs do: "
+              + (qkb_queuekit_library().map { String(cString: $0) } ?? "(not found)") + ".")
+        print("Its Swift-API rows use the QueueKit module. Writers' wait: from the call to the start of the "
+              + "write's work (p99: median over repetitions; max: over all of them).")
         print("The process starts a thread first: glibc's pthread_mutex skips its atomics while a process "
               + "has only ever had one thread, which no program needing a lock is.")
         var groups: [String] = []
         for result in results where !groups.contains(result.row.group) { groups.append(result.row.group) }
         for group in groups {
             print("\n## \(group)\n")
-            var table = [["workload", "implementation", "median", "min–max", "IQR %", "wake-ups/op", "futile/op"]]
+            // The optional columns appear in the groups that measure them.
+            let members = results.filter { $0.row.group == group }
+            let optional: [(title: String, value: (Result) -> String?)] = [
+                ("wake-ups/op", { $0.wakeupsPerOp.map { String(format: "%.3f", $0) } }),
+                ("futile/op", { $0.futilePerOp.map { String(format: "%.3f", $0) } }),
+                ("writers' p99 wait", { $0.writeWaitP99.map(time) }),
+                ("writers' max wait", { $0.writeWaitMax.map(time) }),
+            ].filter { column in members.contains { column.value($0) != nil } }
+            var table = [["workload", "implementation", "median", "min–max", "IQR %"] + optional.map(\.title)]
             var last = ""
-            for result in results where result.row.group == group {
+            for result in members {
                 let row = result.row
                 table.append([
                     row.workload == last ? "" : row.workload,
@@ -62,9 +91,7 @@ enum Report {
                     "\(time(result.median))/\(row.unit)",
                     "\(time(result.minimum))–\(time(result.maximum))",
                     result.iqrPercent.isNaN ? "-" : String(format: "%.0f", result.iqrPercent),
-                    result.wakeupsPerOp.map { String(format: "%.3f", $0) } ?? "-",
-                    result.futilePerOp.map { String(format: "%.3f", $0) } ?? "-",
-                ])
+                ] + optional.map { $0.value(result) ?? "-" })
                 last = row.workload
             }
             printTable(table)
@@ -89,6 +116,7 @@ enum Report {
         case .ratio: return String(format: "%.2f×", ratio.value)
         case .difference: return String(format: "%+.1f ns", ratio.value)
         case .count: return String(format: "%.3f", ratio.value)
+        case .wait: return time(ratio.value)
         }
     }
 
@@ -97,6 +125,7 @@ enum Report {
         case .ratio: return String(format: "%g×", limit)
         case .difference: return String(format: "%g ns", limit)
         case .count: return String(format: "%g", limit)
+        case .wait: return time(limit)
         }
     }
 
@@ -121,7 +150,7 @@ enum Report {
 
     static func writeCSV(_ results: [Result], _ ratios: [Ratio], to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var lines = ["group,workload,implementation,role,unit,operations,repetitions,median_ns,min_ns,max_ns,iqr_percent,wakeups_per_op,futile_per_op"]
+        var lines = ["group,workload,implementation,role,unit,operations,repetitions,median_ns,min_ns,max_ns,iqr_percent,wakeups_per_op,futile_per_op,write_wait_p99_ns,write_wait_max_ns"]
         for result in results {
             let row = result.row
             lines.append([
@@ -129,6 +158,7 @@ enum Report {
                 "\(result.operations)", "\(result.samples.count)",
                 number(result.median), number(result.minimum), number(result.maximum), number(result.iqrPercent),
                 result.wakeupsPerOp.map(number) ?? "", result.futilePerOp.map(number) ?? "",
+                result.writeWaitP99.map(number) ?? "", result.writeWaitMax.map(number) ?? "",
             ].map(field).joined(separator: ","))
         }
         try (lines.joined(separator: "\n") + "\n").write(toFile: "\(directory)/results.csv", atomically: true, encoding: .utf8)

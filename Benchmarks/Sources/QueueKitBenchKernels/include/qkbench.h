@@ -1,11 +1,13 @@
 /*
- * The timed loops of queuekit-bench, in C: QueueKit is called through <queuekit.h> exactly as a
- * C program calls it, and the anchors (pthreads, raw libdispatch) run in the same process, built
- * by the same compiler with the same flags. The Swift driver (Sources/QueueKitBench) repeats
- * them, takes medians and prints the tables.
+ * The timed loops of queuekit-bench, in C: QueueKit is called through the installed <queuekit.h>
+ * and libqueuekit.so.0 exactly as a C program calls it (through the dynamic linker), and the
+ * anchors (pthreads, raw libdispatch) run in the same process, built by the same compiler with
+ * the same flags. The Swift driver (Sources/queuekit-bench) repeats them, takes medians and
+ * prints the tables.
  *
- * Every kernel returns one sample: the time per operation, and for the condition-lock workloads
- * the wake-ups and futile wake-ups per operation (negative when not measured).
+ * Every kernel returns one sample: the time per operation; for the condition-lock workloads the
+ * wake-ups and futile wake-ups per operation; for the mixed workloads with synchronous writes the
+ * writers' wait, from the call to the start of the write's work (negative when not measured).
  */
 #ifndef QKBENCH_H
 #define QKBENCH_H
@@ -17,7 +19,12 @@ typedef struct {
     double ns_per_op;
     double wakeups_per_op;  /* < 0: not measured */
     double futile_per_op;   /* < 0: not measured */
+    double write_wait_p99_ns;  /* < 0: not measured */
+    double write_wait_max_ns;  /* < 0: not measured */
 } qkb_sample_t;
+
+/** The file the dynamic linker took QueueKit's C API from (the library C users link), or NULL. */
+const char *qkb_queuekit_library(void);
 
 /** CLOCK_MONOTONIC in nanoseconds. */
 uint64_t qkb_now_ns(void);
@@ -91,10 +98,14 @@ typedef enum {
     QKB_MIX_QK_SYNC = 1,   /* qk_dbqueue_read + qk_dbqueue_write */
     QKB_MIX_RWLOCK = 2,    /* pthread_rwlock rdlock / wrlock */
     QKB_MIX_GCD = 3,       /* dispatch_sync_f + dispatch_barrier_async_f, barrier_sync at the end */
-    QKB_MIX_SEED = 4       /* the seed: get_specific then sync_f; barrier_async_f */
+    QKB_MIX_SEED = 4,      /* the seed: get_specific then sync_f; barrier_async_f */
+    QKB_MIX_GCD_SYNC = 5   /* dispatch_sync_f + dispatch_barrier_sync_f */
 } qkb_mix_impl_t;
 /** `threads` threads doing `total_ops` operations in all, `write_percent` % of them writes;
- *  wall time per operation (all writes completed). */
+ *  wall time per operation (all writes completed). With synchronous writes (QKB_MIX_QK_SYNC,
+ *  QKB_MIX_RWLOCK, QKB_MIX_GCD_SYNC) also the 99th percentile and the maximum of the writers'
+ *  wait, from the call to the start of the write's work. Every implementation reads the clock
+ *  around its writes alike, so the times stay comparable. */
 qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint64_t total_ops);
 
 /* ---- Identity ------------------------------------------------------------------------------ */
