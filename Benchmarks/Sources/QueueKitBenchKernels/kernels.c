@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <queuekit.h>
@@ -779,14 +780,19 @@ static void ring_b_block(void *context) {
     ring_t *r = context;
     /* B is held: the ring's other thread takes A and waits for B. */
     check(pthread_create(&r->ring_thread, NULL, ring_a_thread, r), "pthread_create");
-    /* Every bystander and the ring's thread in A wait (the report has a heading line). */
-    while (qk_copy_wait_report(r->buffer, 1 << 16) == 0 || count_lines(r->buffer) < r->expected_waiters + 1)
+    /* Every bystander waits, and the ring's thread waits for B from inside A (not merely on its
+     * way into A: its sync onto A is published for an instant before dispatch runs it). */
+    while (qk_copy_wait_report(r->buffer, 1 << 16) == 0 || count_lines(r->buffer) < r->expected_waiters + 1
+           || strstr(r->buffer, "qk_queue_sync(serial queue \"bench.ring.b\")") == NULL)
         sched_yield();
     uint64_t begin = qkb_now_ns();
     for (uint64_t i = 0; i < r->iterations; i++) {
         if (r->which == 0) {
-            if (qk_queue_sync(r->a, NULL, ring_nothing) != EDEADLK) {
-                fprintf(stderr, "queuekit-bench: the cycle was not refused\n");
+            int status = qk_queue_sync(r->a, NULL, ring_nothing);
+            if (status != EDEADLK) {
+                qk_copy_wait_report(r->buffer, 1 << 16);
+                fprintf(stderr, "queuekit-bench: the cycle was not refused (status %d, iteration %llu); waits:\n%s",
+                        status, (unsigned long long)i, r->buffer);
                 abort();
             }
         } else {
