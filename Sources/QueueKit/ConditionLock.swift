@@ -431,7 +431,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         var handedOff = parker.spinUntilSet(deadline: deadline, pureSpin: first)
         if !handedOff {
             let record = ThreadRecord.current
-            let refusal = WaitRegistry.enter(record, untimed: deadline == MonotonicClock.forever) { wait in
+            let refusal = WaitRegistry.enter(
+                record, untimed: deadline == MonotonicClock.forever,
+                holderMayWait: { WaitRegistry.ownerMayWait(owner.load(ordering: .relaxed), me: record) }
+            ) { wait in
                 wait.call = call
                 wait.kind = node.pointee.wanted == nil ? .lock : .lockWhen
                 wait.queue = nil

@@ -38,8 +38,7 @@ enum DeadlockReport {
         for node in nodes.sorted(by: { $0.number < $1.number }) {
             let wait = node.wait
             lines.append(
-                "  \(names[node.number]!): in \(call(wait)) for \(wait.startIsFirstSight ? "at least " : "")"
-                    + "\(duration(now &- wait.start)), "
+                "  \(names[node.number]!): in \(call(wait)) \(since(wait, now: now)), "
                     + "\(wait.isTimed ? "timed" : "untimed"); waits for \(waitsFor(node, graph: graph, names: names)); "
                     + "holds \(holdings(of: node, nodes: nodes))")
         }
@@ -136,6 +135,14 @@ enum DeadlockReport {
         if let record = ThreadRecord.record(numbered: number) { return record.displayName }
         if ThreadRecord.hasExited(number) { return "thread \(number) (exited)" }
         return "thread \(number)"
+    }
+
+    /// "for 2.5 s"; for a wait timed from its first sighting "for at least 2.5 s", or "first
+    /// seen just now".
+    static func since(_ wait: PublishedWait, now: UInt64) -> String {
+        let elapsed = now &- wait.start
+        guard wait.startIsFirstSight else { return "for \(duration(elapsed))" }
+        return elapsed < 1_000_000 ? "first seen just now" : "for at least \(duration(elapsed))"
     }
 
     /// "< 1 ms", "340 ms", "2.5 s".

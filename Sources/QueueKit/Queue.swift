@@ -253,7 +253,9 @@ public final class Queue: @unchecked Sendable {
         let countsBarrier = barrier && !isSerial
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
         let record = ThreadRecord.current
-        let refusal = WaitRegistry.enter(record, untimed: true, stamped: false) { wait in
+        let refusal = WaitRegistry.enter(
+            record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
+        ) { wait in
             wait.call = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
             wait.kind = barrier ? .queueBarrierSync : .queueSync
             wait.queue = Unmanaged.passUnretained(self)

@@ -110,6 +110,16 @@ protocol InspectableLock: AnyObject {
 /// the detector lock, so it runs either before or after any other search; if an earlier search
 /// refused a member, the ring is broken and nothing is left to refuse.
 ///
+/// ## Skipping the search
+/// The first edge of a ring from the new waiter W leads to a *waiting* holder of what W waits
+/// for. W may skip the search when, after its increment, no such holder can be waiting: for a
+/// queue, no other wait was published from inside a block (`qkshim_waiting_in_blocks`, which a
+/// waiter increments before its count increment); for a condition lock, its owner's record is
+/// idle (read after the increment). A holder H that published before W's increment is seen by
+/// that read (its increments, and its state, precede its count increment, which W's increment
+/// reads from); a holder that publishes after it is the later of the two and searches itself —
+/// so the last member of a ring still searches, and still finds it.
+///
 /// ## Why exactly one call per cycle is refused
 /// The searcher that finds a cycle withdraws its own wait *before* it releases the detector
 /// lock. Every later search sees it not waiting, so no other member of that ring is refused; the
@@ -134,18 +144,22 @@ enum WaitRegistry {
         record.wait.startIsFirstSight = !stamped
         describe(&record.wait)
         record.waitState.store(WaitState.waiting, ordering: .releasing)
+        if record.wait.frame != nil { qkshim_waiting_in_block_enter() }
         return qkshim_waiting_enter()
     }
 
     /// Withdraws the wait `record` published. Any thread may call it for `record`, once per wait.
     @inline(__always)
     static func withdraw(_ record: ThreadRecord) {
+        // Read before the withdrawal: afterwards the owner may publish its next wait.
+        let inBlock = record.wait.frame != nil
         if !record.waitState.compareExchange(
             expected: WaitState.waiting, desired: WaitState.idle, ordering: .acquiringAndReleasing
         ).exchanged {
             withdrawPinned(record)
         }
         qkshim_waiting_leave()
+        if inBlock { qkshim_waiting_in_block_leave() }
     }
 
     /// A walk has the record pinned: wait for it to let go (it holds the pin for the length of a
@@ -167,14 +181,30 @@ enum WaitRegistry {
     /// (after settling any hand-off that raced with the search) and `deliver` the report.
     ///
     /// `untimed`: the wait's deadline is `MonotonicClock.forever` (only untimed waits can be
-    /// refused). `stamped`: as in `publish`.
+    /// refused). `stamped`: as in `publish`. `holderMayWait`, asked only when a search would
+    /// otherwise run, answers whether what the wait is for may be held by a waiting thread; when
+    /// it says no, the search is skipped (see "Skipping the search" above).
     @inline(__always)
     static func enter(
-        _ record: ThreadRecord, untimed: Bool, stamped: Bool = true, _ describe: (inout PublishedWait) -> Void
+        _ record: ThreadRecord, untimed: Bool, stamped: Bool = true,
+        holderMayWait: () -> Bool, _ describe: (inout PublishedWait) -> Void
     ) -> String? {
         let others = publish(record, stamped: stamped, describe)
-        if others == 0 || !untimed { return nil }
+        if others == 0 || !untimed || !holderMayWait() { return nil }
         return refusal(of: record)
+    }
+
+    /// For a wait for a queue: whether some other waiting thread waits from inside a block (only
+    /// such a thread can hold a queue).
+    @inline(__always)
+    static func queueHolderMayWait(_ record: ThreadRecord) -> Bool {
+        qkshim_waiting_in_blocks_load() > (record.wait.frame != nil ? 1 : 0)
+    }
+
+    /// For a wait for a lock owned by thread `owner` (0: free): whether the owner is waiting.
+    static func ownerMayWait(_ owner: UInt64, me: ThreadRecord) -> Bool {
+        guard owner != 0, owner != me.number, let holder = ThreadRecord.record(numbered: owner) else { return false }
+        return holder.waitState.load(ordering: .sequentiallyConsistent) != WaitState.idle
     }
 
     /// Gives a pinned wait published without a start time the time `now` (its first sighting).
@@ -196,6 +226,7 @@ enum WaitRegistry {
             // Leave the wait before any other search can run: exactly one refusal per cycle.
             me.waitState.store(WaitState.idle, ordering: .releasing)
             qkshim_waiting_leave()
+            if me.wait.frame != nil { qkshim_waiting_in_block_leave() }
             return report
         }
     }

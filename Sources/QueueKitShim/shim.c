@@ -83,6 +83,7 @@ uint64_t qkshim_now_coarse_ns(void) {
 }
 
 _Atomic long qkshim_waiting_threads;
+_Atomic long qkshim_waiting_in_blocks;
 
 static uint64_t qkshim_stall_env;
 

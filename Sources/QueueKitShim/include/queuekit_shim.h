@@ -94,6 +94,19 @@ static inline void qkshim_waiting_leave(void) {
     __atomic_fetch_sub((long *)&qkshim_waiting_threads, 1, __ATOMIC_SEQ_CST);
 }
 
+/* How many of those waits were published from inside a block (with a frame chain): only they can
+ * hold a queue. Incremented before qkshim_waiting_enter, decremented after qkshim_waiting_leave. */
+extern _Atomic long qkshim_waiting_in_blocks;
+static inline void qkshim_waiting_in_block_enter(void) {
+    __atomic_fetch_add((long *)&qkshim_waiting_in_blocks, 1, __ATOMIC_SEQ_CST);
+}
+static inline void qkshim_waiting_in_block_leave(void) {
+    __atomic_fetch_sub((long *)&qkshim_waiting_in_blocks, 1, __ATOMIC_SEQ_CST);
+}
+static inline long qkshim_waiting_in_blocks_load(void) {
+    return __atomic_load_n((long *)&qkshim_waiting_in_blocks, __ATOMIC_SEQ_CST);
+}
+
 /* The stall watch that QUEUEKIT_STALL_MS asks for: the threshold in nanoseconds read from the
  * environment when the library was loaded (0: not asked for, or not a number from 1 to
  * 3,600,000, which was reported on stderr). */
