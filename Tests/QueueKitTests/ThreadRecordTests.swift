@@ -5,34 +5,49 @@ import Testing
 
 @Suite("Thread records")
 struct ThreadRecordTests {
+    /// What the thread saw of itself.
+    private final class Seen: @unchecked Sendable {
+        var number: UInt64 = 0
+        var ownName = ""
+        var registeredWhileRunning = false
+    }
+
     @Test("a thread's record is registered while it runs and retired when it exits")
     func aRecordLivesAsLongAsItsThread() throws {
+        let seen = Seen()
         let made = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var number: UInt64 = 0
-        nonisolated(unsafe) var ownName = ""
-        let thread = Thread {
-            number = ThreadRecord.current.number
-            ownName = ThreadRecord.current.name
-            #expect(ThreadRecord.current === ThreadRecord.record(numbered: number))
+        let context = Unmanaged.passRetained(Box { [seen] in
+            let record = ThreadRecord.current
+            seen.number = record.number
+            seen.ownName = record.name
+            seen.registeredWhileRunning = ThreadRecord.record(numbered: record.number) === record
             made.signal()
-            release.wait()
-        }
-        thread.start()
+            _ = release.wait(timeout: .now() + testTimeout)
+        }).toOpaque()
+        var thread = pthread_t()
+        #expect(pthread_create(&thread, nil, { context in
+            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, context) == 0)
         #expect(made.wait(timeout: .now() + testTimeout) == .success)
-        let record = try #require(ThreadRecord.record(numbered: number))
-        // The name is read from outside the thread, as reports do: it is the thread's own name
-        // (whatever Foundation gave it), and the display name puts it after the number.
+        #expect(seen.registeredWhileRunning)
+        let record = try #require(ThreadRecord.record(numbered: seen.number))
+        // Read from outside the thread, as reports do: the thread's own name, after its number.
         let name = record.name
         #expect(!name.isEmpty)
-        #expect(name == ownName)
-        #expect(record.displayName == "thread \(number) \"\(name)\"")
+        #expect(name == seen.ownName)
+        #expect(record.displayName == "thread \(seen.number) \"\(name)\"")
         #expect(!record.hasExited)
         release.signal()
-        // Thread exit runs the pthread key destructor on that thread; wait for it with a bound.
-        let deadline = Date().addingTimeInterval(testTimeout)
-        while ThreadRecord.record(numbered: number) != nil && Date() < deadline { sched_yield() }
-        #expect(ThreadRecord.record(numbered: number) == nil)
+        // Key destructors run before the thread terminates, so after the join it is retired.
+        #expect(pthread_join(thread, nil) == 0)
+        #expect(ThreadRecord.record(numbered: seen.number) == nil)
         #expect(record.hasExited)
+    }
+
+    private final class Box: @unchecked Sendable {
+        let body: () -> Void
+        init(_ body: @escaping () -> Void) { self.body = body }
     }
 }
