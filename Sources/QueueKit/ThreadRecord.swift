@@ -71,9 +71,22 @@ final class ThreadRecord: @unchecked Sendable {
         }
     }
 
+    /// ``name`` as reports use it: read at most once per ``nameLifetime`` (reading another thread's
+    /// name is a read of /proc, ~20 µs here, and a report may name dozens of threads).
+    var reportName: String {
+        let now = qkshim_now_coarse_ns()
+        if let cached = cachedName.withLock({ $0 }), now &- cached.read < Self.nameLifetime { return cached.name }
+        let fresh = name
+        cachedName.withLock { $0 = (fresh, now) }
+        return fresh
+    }
+
+    private let cachedName = Lock<(name: String, read: UInt64)?>(nil)
+    private static let nameLifetime: UInt64 = 1_000_000_000
+
     /// "thread 7 \"worker-a\"": how reports name a thread.
     var displayName: String {
-        let name = self.name
+        let name = reportName
         return name.isEmpty ? "thread \(number)" : "thread \(number) \"\(name)\""
     }
 
