@@ -21,6 +21,9 @@
  *     ETIMEDOUT  the deadline passed first;
  *     EPERM      unlocking a lock the calling thread does not hold; a failed qk_queue_check;
  *     EDEADLK    the call would deadlock, so it did nothing (the function was not run);
+ *     EOWNERDEAD the condition lock was acquired and IS HELD, but its previous owner exited
+ *                holding it (see "Threads that die and processes that fork" below);
+ *     ENOTRECOVERABLE  in a forked child, a call that needs threads the child does not have;
  *     ENOMEM     out of memory.
  * - Misuse never crashes and never corrupts: a bad argument gets an error code. The only calls
  *   that abort are the ones named *_precondition; they print one line saying what was expected.
@@ -33,6 +36,32 @@
  * - Strings the library returns stay valid as long as their object; strings it copies out use
  *   strlcpy semantics (the full length is returned, the copy is truncated to the buffer).
  * - All functions are thread-safe.
+ *
+ * Threads that die and processes that fork
+ * ----------------------------------------
+ * - A thread that exits holding a condition lock (returning from its start routine, pthread_exit,
+ *   cancellation) abandons it, as a robust pthread mutex is abandoned: the lock goes to the next
+ *   waiter that its condition satisfies, or stays free. The lock* or trylock* call that acquires
+ *   it next returns EOWNERDEAD instead of 0 and holds the lock; the condition is as the dead owner
+ *   left it (the data it guards may be half-updated: repair it, then unlock as usual). A
+ *   lock_when for another value keeps waiting. qk_condlock_set on an abandoned lock returns 0 and
+ *   leaves the EOWNERDEAD for the next acquirer. qk_main() ends the main thread as pthread_exit
+ *   does: the condition locks it holds are abandoned.
+ * - A thread must not exit inside a block of a queue or a DB queue (a work function that calls
+ *   pthread_exit, or a thread cancelled there): the queue stays held forever.
+ * - fork() without exec: in the child, only the forking thread exists; dispatch's threads are gone.
+ *   What works in the child:
+ *     condition locks: every call; locks that other threads held at the fork are abandoned
+ *       (EOWNERDEAD for the next acquirer), their waiters are gone;
+ *     DB queues: qk_dbqueue_read, write, flush, destroy, queue -- except on a DB queue that was
+ *       being written, or had writes pending, at the fork: there they return ENOTRECOVERABLE
+ *       (destroy frees it), and the writes pending at the fork never run in the child;
+ *     identity calls: qk_queue_current, is_current, copy_current_label, check, precondition,
+ *       label, the specifics getters;
+ *     the version, qk_strerror, qk_now_ns.
+ *   What does not: every qk_queue_* submission (async, sync, barrier_async, barrier_sync,
+ *   perform) and qk_dbqueue_write_async return ENOTRECOVERABLE at once and run nothing;
+ *   qk_main() aborts with one line on stderr. Nothing waits forever; the parent is unaffected.
  */
 #ifndef QUEUEKIT_H
 #define QUEUEKIT_H
@@ -156,7 +185,8 @@ QK_EXPORT void qk_queue_release(qk_queue_t *queue);
 QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
 
 /** Submits `work(context)` to run on `queue` later; returns at once.
- *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. */
+ *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOTRECOVERABLE (nothing run)
+ *  in a forked child, as every submission below (see "Threads that die and processes that fork"). */
 QK_EXPORT int qk_queue_async(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` on `queue` and waits for it, keeping dispatch's ordering.
@@ -232,7 +262,9 @@ QK_EXPORT void *qk_get_specific(const void *key);
 
 /** Hands the process over to dispatch to run the main queue (dispatch_main); never returns. Call
  *  it on the main thread. Afterwards the main thread no longer counts as being on the main queue
- *  outside its blocks; main-queue blocks run one at a time (on Linux, on a worker thread). */
+ *  outside its blocks; main-queue blocks run one at a time (on Linux, on a worker thread). The
+ *  main thread ends as with pthread_exit: the condition locks it holds are abandoned (EOWNERDEAD
+ *  for their next acquirer). In a forked child it aborts with one line on stderr. */
 QK_EXPORT QK_NORETURN void qk_main(void);
 
 /* ========================================================================================== */
@@ -249,13 +281,16 @@ QK_EXPORT qk_dbqueue_t *qk_dbqueue_create(const char *label);
 
 /** Waits for blocks running on other threads, runs every write already submitted (nothing is
  *  lost), then frees the queue. EBUSY (nothing done) when called inside a block of this queue;
- *  EINVAL for NULL/wrong type. Using the handle after destroy began is the caller's bug. */
+ *  EINVAL for NULL/wrong type. Using the handle after destroy began is the caller's bug. In a
+ *  forked child, a queue that was being written or had writes pending at the fork is freed
+ *  without running them. */
 QK_EXPORT int qk_dbqueue_destroy(qk_dbqueue_t *db);
 
 /** Runs `work(context)` now, concurrently with other reads and never with a write. A read that is
  *  not nested in a block of this queue sees every write submitted before the call began. Inside a
  *  read or write of this queue (also through sync hops via other queues) it runs inline.
- *  EINVAL: NULL/wrong-type db, NULL work. */
+ *  EINVAL: NULL/wrong-type db, NULL work. ENOTRECOVERABLE (nothing run) in a forked child on a
+ *  queue that was being written or had writes pending at the fork, as write and flush. */
 QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Runs `work(context)` now, exclusively; a write that is not nested runs after every write
@@ -265,7 +300,8 @@ QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t wor
 QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once. Allowed
- *  anywhere; inside a block of this queue it runs after that block. EINVAL as qk_dbqueue_write. */
+ *  anywhere; inside a block of this queue it runs after that block. EINVAL as qk_dbqueue_write.
+ *  ENOTRECOVERABLE (nothing queued) in a forked child: the thread that would run it is gone. */
 QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Waits until every write submitted before the call has run. EDEADLK inside a block of this
@@ -307,11 +343,15 @@ typedef struct qk_condlock qk_condlock_t;
 QK_EXPORT qk_condlock_t *qk_condlock_create(intptr_t condition);
 
 /** Frees the lock. EBUSY (nothing done) while it is held or waited on; EINVAL for NULL/wrong
- *  type. No call on the lock may be in progress or follow. */
+ *  type. No call on the lock may be in progress or follow. An abandoned lock that nobody holds
+ *  or waits for is freed (0). */
 QK_EXPORT int qk_condlock_destroy(qk_condlock_t *lock);
 
 /** Acquires the lock whatever the condition (which it keeps), waiting as long as needed.
- *  EDEADLK when the calling thread already holds it; EINVAL for NULL/wrong type. */
+ *  EDEADLK when the calling thread already holds it; EINVAL for NULL/wrong type.
+ *  EOWNERDEAD: acquired and held, but the previous holder exited holding it (or did not survive
+ *  a fork); every lock* and trylock* call below returns it the same way, a timed one also with a
+ *  deadline already past. The holder gets it once; after its release the lock is healthy. */
 QK_EXPORT int qk_condlock_lock(qk_condlock_t *lock);
 
 /** Acquires the lock if it is free, whatever the condition; EBUSY otherwise (also when the
@@ -350,7 +390,7 @@ QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
 /** Acquires the lock (waiting if needed), then unlock_with(condition): starts a chain from a
  *  thread that does not hold the lock, where NSConditionLock code unlocks a lock it never
  *  locked. Counts as one acquisition. EDEADLK when the calling thread holds it (use
- *  unlock_with). */
+ *  unlock_with). On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
 QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
 
 /** The current condition, read without a race and without waiting for the holder. 0 for a
@@ -375,6 +415,8 @@ typedef struct {
                                   kernel wake-ups only: the lock never wakes a waiter the new
                                   state does not satisfy) */
     uint64_t timeouts;       /**< timed calls that returned ETIMEDOUT, past deadlines included */
+    uint64_t abandonments;   /**< times a holder exited holding the lock, or did not survive a
+                                  fork (each one makes the next acquisition EOWNERDEAD) */
 } qk_condlock_stats_t;
 
 /** Copies the counters into `stats`, writing only the fields that fit in `stats->size` bytes (so

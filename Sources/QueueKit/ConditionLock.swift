@@ -12,6 +12,10 @@ private enum StateBit {
     static let guarded: UInt = 2
     /// The waiter queue is not empty: the fast unlock must take the slow path to hand off.
     static let queued: UInt = 4
+    /// The last holder exited holding the lock (or did not survive a fork): the holder, or the
+    /// next acquirer of a free lock, is told. Cleared by the holder's release. It makes the
+    /// uncontended compare-and-swap of `lock` and `unlock` fail, which routes to the slow paths.
+    static let abandoned: UInt = 8
 }
 
 /// A lock plus a condition value, with `NSConditionLock`'s semantics and none of its traps.
@@ -43,6 +47,15 @@ private enum StateBit {
 ///   already past tries once. A waiter whose deadline passes at the moment it is handed the lock
 ///   keeps the lock and succeeds: which one happened first is settled under the queue's guard.
 ///
+/// **A holder that dies.** A thread that exits holding the lock (returning from its start routine,
+/// `pthread_exit`, cancellation; also `qk_main`, which ends the main thread) abandons it, as a
+/// robust pthread mutex is: the lock goes to the first waiter that its condition satisfies, or is
+/// left free, with the condition as the dead thread left it. Whoever acquires it next (by any
+/// `lock` or `tryLock`) gets it normally and finds ``previousOwnerDied`` true until it releases: the
+/// data the lock guards may be half-updated. ``set(_:)`` takes and releases an abandoned lock
+/// without consuming that news. In a forked child, the locks that other threads held at the fork
+/// are abandoned the same way (see `Lifecycle.swift`). ``Stats/abandonments`` counts both.
+///
 /// Ownership is checked: unlocking from a thread that does not hold the lock throws
 /// ``QueueKitError/notPermitted`` and changes nothing; locking again from the holder throws
 /// ``QueueKitError/wouldDeadlock``; a try from the holder throws ``QueueKitError/busy``.
@@ -51,7 +64,7 @@ private enum StateBit {
 /// and no reference counting; waiting allocates nothing either.
 ///
 /// Thread safety: every member may be called from any thread. The lock is not recursive.
-public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Sendable {
+public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Sendable, ThreadOwnedLock {
     /// Counters since creation, a snapshot (each field is read atomically, not all of them at once).
     public struct Stats: Sendable, Hashable {
         /// Successful `lock*` and `tryLock*` calls of every kind, and each ``ConditionLock/set(_:)``.
@@ -66,6 +79,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         public var futileWakeups: UInt64 = 0
         /// Timed calls that threw ``QueueKitError/timedOut``, past deadlines included.
         public var timeouts: UInt64 = 0
+        /// Times a holder exited holding the lock, or did not survive a fork (see
+        /// ``ConditionLock/previousOwnerDied``).
+        public var abandonments: UInt64 = 0
 
         public init() {}
     }
@@ -83,6 +99,16 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     private enum WaitOutcome { case acquired, timedOut, refused }
 
     private enum LockChange { case keep, take, drop }
+
+    /// What a release does with the abandonment news (``StateBit/abandoned``).
+    private enum News {
+        /// The holder knew: a plain release clears it.
+        case clear
+        /// ``set(_:)`` passes it on to the next acquirer.
+        case keep
+        /// The holder `thread` is exiting: the news starts here.
+        case abandon(by: UInt64)
+    }
 
     private let state = Atomic<UInt>(0)
     /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
@@ -103,6 +129,11 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     // Written by threads that do not hold the lock.
     private let futileCount = Atomic<UInt64>(0)
     private let timeoutCount = Atomic<UInt64>(0)
+    // Written under the guard (by the exiting holder, or by the fork's child hook).
+    private let abandonmentCount = Atomic<UInt64>(0)
+    /// The number of the thread that died holding the lock while ``StateBit/abandoned`` is set, 0
+    /// otherwise (or when the holder that did not survive a fork had not yet recorded itself).
+    private let abandoner = Atomic<UInt64>(0)
 
     /// The name (`nil` when unnamed), kept as a C string so that `qk_condlock_name` can lend it
     /// out until the next change.
@@ -114,6 +145,11 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     public init(condition: Condition, name: String? = nil) {
         self.value = condition
         if let name { self.name = name }
+        LiveConditionLocks.register(self)
+    }
+
+    deinit {
+        LiveConditionLocks.unregister(self)
     }
 
     // MARK: Acquiring
@@ -192,12 +228,11 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     ///   hold the lock.
     @inline(__always)
     public func unlock() throws(QueueKitError) {
-        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
-        owner.store(0, ordering: .relaxed)
+        try relinquish()
         if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
             return
         }
-        release(setting: nil)
+        release(setting: nil, news: .clear)
     }
 
     /// Sets the condition and releases the lock in one step: no thread sees the lock free with the
@@ -206,14 +241,15 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// - Throws: ``QueueKitError/notPermitted`` (nothing changed) when the calling thread does not
     ///   hold the lock.
     public func unlock(withCondition condition: Condition) throws(QueueKitError) {
-        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
-        owner.store(0, ordering: .relaxed)
-        release(setting: condition)
+        try relinquish()
+        release(setting: condition, news: .clear)
     }
 
     /// Acquires the lock, then ``unlock(withCondition:)``: sets the condition from a thread that
     /// does not hold the lock, waking a waiter for it. This is how a chain of tasks starts (the
     /// first task of a chain), without unlocking a lock nobody holds.
+    ///
+    /// On an abandoned lock it succeeds and leaves ``previousOwnerDied`` for the next acquirer.
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread holds the lock (use
     ///   ``unlock(withCondition:)``).
@@ -221,7 +257,8 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         if !acquireIfIdle() {
             try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_set")
         }
-        try unlock(withCondition: condition)
+        try relinquish()
+        release(setting: condition, news: .keep)
     }
 
     // MARK: Scoped forms
@@ -298,6 +335,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         stats.wakeups = handOffCount.load(ordering: .relaxed) &+ futile
         stats.futileWakeups = futile
         stats.timeouts = timeoutCount.load(ordering: .relaxed)
+        stats.abandonments = abandonmentCount.load(ordering: .relaxed)
         return stats
     }
 
@@ -320,12 +358,41 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
     public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }
 
+    /// Whether the calling thread holds the lock and the holder before it exited holding it (or
+    /// did not survive a fork): the data the lock guards may be half-updated. True from the
+    /// acquisition (the one the C API reports as `EOWNERDEAD`) until this thread releases.
+    /// Thread-safe; `false` on threads that do not hold the lock.
+    public var previousOwnerDied: Bool {
+        state.load(ordering: .acquiring) & StateBit.abandoned != 0
+            && owner.load(ordering: .relaxed) == qkshim_thread_id()
+    }
+
+    /// The number (`qkshim_thread_id()`, as reports name threads) of the thread that exited
+    /// holding the lock, while the news is pending: the lock is free and marked abandoned, or
+    /// held by a thread that has not released it since. `nil` otherwise, and when the dead holder
+    /// is unknown (it died at a fork in the instant between taking the lock and recording itself).
+    /// For wait reports. Thread-safe.
+    var abandonedBy: UInt64? {
+        guard state.load(ordering: .acquiring) & StateBit.abandoned != 0 else { return nil }
+        let thread = abandoner.load(ordering: .relaxed)
+        return thread == 0 ? nil : thread
+    }
+
+    /// The number of the holding thread, `nil` when free (a snapshot, for wait reports).
+    var holder: UInt64? {
+        let thread = owner.load(ordering: .relaxed)
+        return thread == 0 ? nil : thread
+    }
+
     // MARK: Destroying
 
     /// Takes the lock for good if nobody holds it, waits for it or is inside a call that changes
     /// it: the first step of destroying it. False when it is in use.
+    /// An abandoned lock nobody holds or waits for is idle too.
     func retireIfIdle() -> Bool {
         state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged
+            || state.compareExchange(
+                expected: StateBit.abandoned, desired: StateBit.locked, ordering: .acquiring).exchanged
     }
 
     // MARK: Implementation
@@ -345,6 +412,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inline(__always)
     private func didAcquire(by thread: UInt64, waited: Bool) {
         owner.store(thread, ordering: .relaxed)
+        qkshim_condlock_acquired()
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
             contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
@@ -474,10 +542,32 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         return handedOff ? .acquired : .timedOut
     }
 
+    /// The holder's first step of every release: ownership check, owner cleared, one lock fewer.
+    @inline(__always)
+    private func relinquish() throws(QueueKitError) {
+        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        owner.store(0, ordering: .relaxed)
+        qkshim_condlocks_held_decrement()
+    }
+
     /// Releases the held lock (owner already cleared), optionally setting the condition, handing
-    /// it to the first queued waiter that the new state satisfies.
-    private func release(setting newValue: Condition?) {
+    /// it to the first queued waiter that the new state satisfies. The abandonment news changes
+    /// before the hand-off, so the new holder sees it as it resumes.
+    private func release(setting newValue: Condition?, news: News) {
         acquireGuard()
+        switch news {
+        case .clear:
+            if state.load(ordering: .relaxed) & StateBit.abandoned != 0 {
+                abandoner.store(0, ordering: .relaxed)
+                state.bitwiseAnd(~StateBit.abandoned, ordering: .relaxed)
+            }
+        case .keep:
+            break
+        case .abandon(let thread):
+            abandoner.store(thread, ordering: .relaxed)
+            abandonmentCount.add(1, ordering: .relaxed)
+            state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
+        }
         if let newValue { value = newValue }
         var candidate = head
         while let waiter = candidate {
@@ -498,6 +588,41 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         let asleep = chosen.pointee.parker.setWord()
         releaseGuard(.keep)
         if asleep { Parker.wake(word) }
+    }
+
+    // MARK: Threads that die, processes that fork (see Lifecycle.swift)
+
+    func abandon(heldBy thread: UInt64) {
+        guard owner.load(ordering: .relaxed) == thread else { return }
+        owner.store(0, ordering: .relaxed)
+        release(setting: nil, news: .abandon(by: thread))
+    }
+
+    func prepareForFork() {
+        nameStorage.acquireForFork()
+        acquireGuard()
+    }
+
+    func resumeInParent() {
+        releaseGuard(.keep)
+        nameStorage.releaseInParent()
+    }
+
+    func resumeInChild(survivor: UInt64) {
+        // The queued waiters were other threads, parked on their own stacks: gone.
+        head = nil
+        tail = nil
+        let holder = owner.load(ordering: .relaxed)
+        if state.load(ordering: .relaxed) & StateBit.locked != 0 && holder != survivor {
+            owner.store(0, ordering: .relaxed)
+            abandoner.store(holder, ordering: .relaxed)
+            abandonmentCount.add(1, ordering: .relaxed)
+            state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
+            releaseGuard(.drop)
+        } else {
+            releaseGuard(.keep)
+        }
+        nameStorage.releaseInChild()
     }
 
     // MARK: The guard

@@ -1,4 +1,6 @@
 import Dispatch
+import Glibc
+import QueueKitShim
 import Synchronization
 
 /// A reentrant reader/writer queue: many concurrent readers, one writer at a time, writes in
@@ -23,6 +25,11 @@ import Synchronization
 /// Inside `read` and `write`, ``Queue/current`` is ``queue`` and `queue.check(.onQueue)` holds;
 /// inside `write`, `queue.check(.onQueueAsBarrier)` holds too.
 ///
+/// In a forked child, `writeAsync` cannot run (the thread that runs asynchronous writes is gone),
+/// and a queue that was being written or had writes pending at the fork is unusable: its calls
+/// throw ``QueueKitError/notRecoverable`` (`read`, which only rethrows, stops the process with one
+/// line), and the writes pending at the fork never run. Other queues keep working.
+///
 /// Thread safety: every member may be called from any thread.
 public final class DBQueue: @unchecked Sendable {
     /// The queue that stands for this DB queue in identity checks. It is for identity only:
@@ -40,6 +47,12 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Where asynchronous writes run, one at a time.
     private let writer: DispatchQueue
+
+    /// The fork generation (``Fork/generation``) whose state the queue has adopted, or
+    /// `adoptingFork` while a thread adopts it; and whether a fork left it unusable.
+    private let forkGeneration = Atomic<UInt64>(Fork.generation)
+    private let brokenByFork = Atomic<Bool>(false)
+    private static let adoptingFork = UInt64.max
 
     #if QUEUEKIT_TESTING
     /// Test seam (debug builds only): called by the reader that left last while a write is due,
@@ -62,7 +75,12 @@ public final class DBQueue: @unchecked Sendable {
     /// Runs `body` now, concurrently with other reads and never with a write, and returns its value.
     /// Nested inside a read or write of this queue (also through `sync` hops), it runs inline.
     public func read<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        try withReadAccess(body)
+        if _slowPath(Fork.isChild) {
+            do { try checkFork() } catch {
+                qkshim_fatal("QueueKit: DBQueue.read in a forked child, on a DB queue that was being written at the fork")
+            }
+        }
+        return try withReadAccess(body)
     }
 
     /// Runs `body` now, exclusively, after every write submitted before it, and returns its value.
@@ -75,14 +93,21 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Queues `body` to run exclusively, FIFO with all writes; returns at once. Allowed anywhere:
     /// inside a block of this queue it runs after that block.
+    ///
+    /// In a forked child, where no thread could run it, it stops the process with one line (the C
+    /// call returns `ENOTRECOVERABLE`): work submitted is never silently lost.
     public func writeAsync(_ body: @escaping @Sendable () -> Void) {
-        writeAsync(CWork(retaining: body))
+        do { try writeAsync(CWork(retaining: body)) } catch {
+            qkshim_fatal("QueueKit: DBQueue.writeAsync in a forked child: no thread can run asynchronous writes there")
+        }
     }
 
     /// Waits until every write submitted before the call has run.
     ///
-    /// - Throws: ``QueueKitError/wouldDeadlock`` inside a block of this queue.
+    /// - Throws: ``QueueKitError/wouldDeadlock`` inside a block of this queue;
+    ///   ``QueueKitError/notRecoverable`` in a forked child, when the queue was being written at the fork.
     public func flush() throws(QueueKitError) {
+        if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
         Parker.withParker { parker in
             let mustWait = lane.withLock { lane in
@@ -100,6 +125,8 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/busy`` inside a block of this queue.
     public func quiesce() throws(QueueKitError) {
         if ExecutionContext.hold(of: queue) != .none { throw .busy }
+        // A queue that a fork left unusable has nothing left to run, and no thread inside.
+        if _slowPath(Fork.isChild) { do { try checkFork() } catch { return } }
         acquireWrite()
         releaseWrite()
     }
@@ -130,6 +157,7 @@ public final class DBQueue: @unchecked Sendable {
     /// access (an upgrade could never proceed); otherwise through the lane.
     @inline(__always)
     func writeRoute() throws(QueueKitError) -> WriteRoute {
+        if _slowPath(Fork.isChild) { try checkFork() }
         let caller = ExecutionContext.innermost
         switch caller == nil ? .none : ExecutionContext.hold(of: queue, from: caller) {
         case .exclusive: return WriteRoute(caller: caller, isInline: true)
@@ -150,7 +178,10 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     /// Queues a write; returns at once.
-    func writeAsync(_ work: CWork) {
+    ///
+    /// - Throws: ``QueueKitError/notRecoverable`` in a forked child (nothing queued).
+    func writeAsync(_ work: CWork) throws(QueueKitError) {
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
         let wake = lane.withLock { lane in
             lane.issued += 1
             lane.pending.append(.async(work))
@@ -331,8 +362,60 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
+        if brokenByFork.load(ordering: .relaxed) { return }
         let idle = lane.withLock { $0.pending.isEmpty && !$0.writerActive }
         Swift.precondition(idle, "QueueKit: a DBQueue was freed with writes pending")
+    }
+}
+
+// MARK: fork()
+
+extension DBQueue {
+    /// In a forked child: the first call after the fork adopts the queue's state as the fork left
+    /// it (one thread does, the others wait for it); then `notRecoverable` when the fork left it
+    /// unusable.
+    @inline(never)
+    func checkFork() throws(QueueKitError) {
+        let generation = Fork.generation
+        var seen = forkGeneration.load(ordering: .acquiring)
+        while seen != generation {
+            if seen != Self.adoptingFork,
+               forkGeneration.compareExchange(
+                   expected: seen, desired: Self.adoptingFork, ordering: .acquiringAndReleasing).exchanged
+            {
+                adoptFork()
+                forkGeneration.store(generation, ordering: .releasing)
+                break
+            }
+            sched_yield()
+            seen = forkGeneration.load(ordering: .acquiring)
+        }
+        if brokenByFork.load(ordering: .relaxed) { throw .notRecoverable }
+    }
+
+    /// The threads that were inside the queue or waiting for it at the fork are gone: forget them.
+    /// The queue stays usable when no write was running or pending; otherwise the pending writes
+    /// are dropped (they never run here) and the queue is marked unusable. A lane lock still held
+    /// at the fork (by a thread in the middle of queueing or finishing a write) means the same.
+    private func adoptFork() {
+        let hold = ExecutionContext.hold(of: queue)
+        let usable = lane.withLockIfAvailable { lane -> Bool in
+            let quiet = !lane.writerActive && lane.pending.isEmpty
+            lane.pending = FIFO()
+            lane.waitingReaders.removeAll()
+            lane.flushWaiters.removeAll()
+            lane.lastReaderStartsNext = false
+            // Only this thread's own read or write survives, and it will end as usual.
+            lane.writerActive = hold == .exclusive
+            lane.completed = lane.issued - (lane.writerActive ? 1 : 0)
+            state.store(
+                hold == .exclusive ? Self.gate : hold == .shared ? Self.oneReader : 0, ordering: .releasing)
+            return quiet
+        }
+        if usable != true { brokenByFork.store(true, ordering: .relaxed) }
+        // A lane lock held by a thread that is gone can never be destroyed (that would trap):
+        // such a queue is never freed in this process.
+        if usable == nil { _ = Unmanaged.passRetained(self) }
     }
 }
 

@@ -120,12 +120,15 @@ enum DeadlockReport {
             guard let lock = wait.lock else { return "the lock" }
             let owner = lock.holderNumber
             let holder = owner == 0 || owner == record.number ? nil : names[owner] ?? describeThread(owner)
+            // A lock whose holder exited is released at its exit, with the news kept for the next
+            // acquirer: name the dead holder while that news is pending.
+            let free = lock.abandonedBy.map { "lock free, abandoned by thread \($0) (exited)" } ?? "lock free"
             if wait.kind == .lockWhen, let waiter = wait.detail {
-                let state = owner == 0 ? "lock free" : owner == record.number ? "being handed the lock" : "held by \(holder!)"
+                let state = owner == 0 ? free : owner == record.number ? "being handed the lock" : "held by \(holder!)"
                 return "\(lock.conditionDescription(waiter: waiter)), \(state)"
             }
             if let holder { return holder }
-            return owner == 0 ? "the lock (free, being handed over)" : "nothing (being handed the lock)"
+            return owner == 0 ? "the lock (\(free), being handed over)" : "nothing (being handed the lock)"
         }
     }
 

@@ -22,13 +22,7 @@ struct Lock<State>: ~Copyable {
     init(_ initial: State) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        var attributes = pthread_mutexattr_t()
-        Self.check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
-        #if DEBUG
-        Self.check(pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK)), "pthread_mutexattr_settype")
-        #endif
-        Self.check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
-        Self.check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
+        Self.initialise(mutex)
         state = .allocate(capacity: 1)
         state.initialize(to: initial)
     }
@@ -46,6 +40,54 @@ struct Lock<State>: ~Copyable {
         Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
         defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
         return try body(&state.pointee)
+    }
+
+    /// Runs `body` with the state when the lock is free right now; `nil` without waiting when some
+    /// thread holds it (in a forked child: held at the fork by a thread that no longer exists).
+    func withLockIfAvailable<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R? {
+        let result = pthread_mutex_trylock(mutex)
+        if result == EBUSY { return nil }
+        Self.check(result, "pthread_mutex_trylock")
+        defer { Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock") }
+        return try body(&state.pointee)
+    }
+
+    // MARK: fork()
+
+    /// Takes the lock in a `pthread_atfork` prepare handler, so that no other thread is inside it
+    /// at the fork. ``releaseInParent()`` or ``releaseInChild(_:)`` ends it.
+    func acquireForFork() {
+        Self.check(pthread_mutex_lock(mutex), "pthread_mutex_lock")
+    }
+
+    /// The state, while ``acquireForFork()`` holds the lock.
+    func withStateWhileHeld<R>(_ body: (inout State) -> R) -> R {
+        body(&state.pointee)
+    }
+
+    /// Releases the lock that ``acquireForFork()`` took, in the parent.
+    func releaseInParent() {
+        Self.check(pthread_mutex_unlock(mutex), "pthread_mutex_unlock")
+    }
+
+    /// Ends ``acquireForFork()`` in the child, after `body` adjusted the state (forgetting the
+    /// threads that did not survive the fork). The mutex is initialised afresh rather than
+    /// unlocked: the child's thread has a new thread id, which an error-checking mutex would not
+    /// accept as its owner.
+    func releaseInChild(_ body: (inout State) -> Void = { _ in }) {
+        body(&state.pointee)
+        Self.initialise(mutex)
+    }
+
+    /// Initialises `mutex`: error-checking in debug builds, the default kind otherwise.
+    private static func initialise(_ mutex: UnsafeMutablePointer<pthread_mutex_t>) {
+        var attributes = pthread_mutexattr_t()
+        check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
+        #if DEBUG
+        check(pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK)), "pthread_mutexattr_settype")
+        #endif
+        check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
+        check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")
     }
 
     /// Traps when a `pthread_mutex_*` call failed (`result` is its error number).

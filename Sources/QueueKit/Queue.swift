@@ -11,6 +11,10 @@ import Synchronization
 /// holds: they throw ``QueueKitError/wouldDeadlock`` (or run inline, where that is what the caller
 /// meant) instead.
 ///
+/// In a forked child, whose dispatch threads are gone, every submission (`async`, `sync`,
+/// `barrierAsync`, `barrierSync`, `perform`) throws ``QueueKitError/notRecoverable`` at once and
+/// runs nothing; the identity members keep working.
+///
 /// Thread safety: every member may be called from any thread.
 public final class Queue: @unchecked Sendable {
     /// How a queue runs its blocks.
@@ -182,6 +186,7 @@ public final class Queue: @unchecked Sendable {
     /// The shared core of `async` and `barrierAsync`.
     func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
         guard let dispatchQueue else { throw .invalidArgument }
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
         let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
         let countsBarrier = barrier && !isSerial
@@ -229,6 +234,7 @@ public final class Queue: @unchecked Sendable {
     @inline(__always)
     func syncRoute(barrier: Bool, call: StaticString? = nil) throws(QueueKitError) -> SyncRoute {
         guard dispatchQueue != nil else { throw .invalidArgument }
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
@@ -277,6 +283,7 @@ public final class Queue: @unchecked Sendable {
     @inline(__always)
     func performRoute() throws(QueueKitError) -> SyncRoute {
         guard dispatchQueue != nil else { throw .invalidArgument }
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
         if hold != .none { return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false) }
@@ -381,8 +388,12 @@ extension Queue {
     /// Hands the process to dispatch to run the main queue (`dispatchMain`); never returns. Call it
     /// on the main thread. From then on the main thread no longer counts as being on the main
     /// queue outside its blocks; the main queue's blocks run one at a time (on Linux, dispatch
-    /// drains it on a worker thread).
+    /// drains it on a worker thread). The main thread ends as with `pthread_exit`: the condition
+    /// locks it holds are abandoned. In a forked child (no dispatch threads) it aborts with one line.
     public static func runMain() -> Never {
+        if Fork.isChild {
+            qkshim_fatal("QueueKit: qk_main() called in a forked child: dispatch cannot run there (exec, or do not call it)")
+        }
         ExecutionContext.releaseMainThread()
         dispatchMain()
     }

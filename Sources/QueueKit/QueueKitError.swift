@@ -25,6 +25,10 @@ public struct QueueKitError: Error, RawRepresentable, Hashable, Sendable, Custom
     public static let wouldDeadlock = QueueKitError(rawValue: EDEADLK)
     /// `ENOMEM`: out of memory.
     public static let outOfMemory = QueueKitError(rawValue: ENOMEM)
+    /// `EOWNERDEAD`: the lock was acquired and is held, but its previous owner exited holding it.
+    public static let ownerDied = QueueKitError(rawValue: EOWNERDEAD)
+    /// `ENOTRECOVERABLE`: in a forked child, the call needs threads the child does not have.
+    public static let notRecoverable = QueueKitError(rawValue: ENOTRECOVERABLE)
 
     /// A static description of any status (0 included), as `qk_strerror` returns it.
     public static func describe(_ status: Int32) -> StaticString {
@@ -36,6 +40,8 @@ public struct QueueKitError: Error, RawRepresentable, Hashable, Sendable, Custom
         case EPERM: return "not permitted: the calling thread does not hold the lock, or the check failed"
         case EDEADLK: return "would deadlock: the call did nothing and the work was not run"
         case ENOMEM: return "out of memory"
+        case EOWNERDEAD: return "owner died: the lock is held now, but its previous owner exited holding it"
+        case ENOTRECOVERABLE: return "not recoverable: in a forked child, the call needs threads the child does not have"
         default: return "unknown QueueKit status"
         }
     }

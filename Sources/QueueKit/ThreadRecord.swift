@@ -37,7 +37,10 @@ final class ThreadRecord: @unchecked Sendable {
     }
 
     /// The records of every live thread that has one, by number. Diagnostics walk it under its lock.
-    static let registry = Lock<[UInt64: ThreadRecord]>([:])
+    static let registry: Lock<[UInt64: ThreadRecord]> = {
+        Fork.installHooks()
+        return Lock([:])
+    }()
 
     /// The calling thread's record, made and registered on first use.
     @inline(__always)
@@ -47,6 +50,7 @@ final class ThreadRecord: @unchecked Sendable {
         }
         return makeCurrent()
     }
+
 
     @inline(never)
     private static func makeCurrent() -> ThreadRecord {
@@ -90,8 +94,10 @@ final class ThreadRecord: @unchecked Sendable {
         return name.isEmpty ? "thread \(number)" : "thread \(number) \"\(name)\""
     }
 
-    /// Runs on the exiting thread, once: the record leaves the registry and is marked gone.
+    /// Runs on the exiting thread, once: the condition locks it still holds are abandoned (see
+    /// `Lifecycle.swift`), the record leaves the registry and is marked gone.
     static func threadDidExit(_ record: ThreadRecord) {
+        if qkshim_condlocks_held() > 0 { LiveConditionLocks.abandonAll(heldBy: record.number) }
         registry.withLock { records in
             record.hasExited = true
             records[record.number] = nil
@@ -113,6 +119,20 @@ final class ThreadRecord: @unchecked Sendable {
         recentlyExited.withLock { $0.contains(number) }
     }
 }
+
+extension ThreadRecord {
+    /// In a forked child, with the registry's lock held: every thread but `survivor` is gone.
+    static func forgetThreadsLostInFork(_ records: inout [UInt64: ThreadRecord], survivor: UInt64) {
+        for (number, record) in records where number != survivor {
+            record.hasExited = true
+            records[number] = nil
+        }
+    }
+}
+
+/// What a condition-lock acquisition calls (through the shim) on a thread that has no record yet,
+/// so that the thread's exit runs ``ThreadRecord/threadDidExit(_:)``.
+let threadRecordMaker: @convention(c) () -> Void = { _ = ThreadRecord.current }
 
 /// The pthread key destructor's entry: gives back the reference `makeCurrent` stored.
 private let threadExitCallback: @convention(c) (UnsafeMutableRawPointer?) -> Void = { pointer in

@@ -61,6 +61,8 @@ protocol InspectableLock: AnyObject {
     var diagnosticName: String { get }
     /// For a `lock_when` waiter (`detail` of its published wait): "condition 3, now 2".
     func conditionDescription(waiter: UnsafeRawPointer) -> String
+    /// The thread that exited holding the lock, while its next acquirer has not been told.
+    var abandonedBy: UInt64? { get }
 }
 
 /// Publication of waits and the search for wait-for cycles across threads.

@@ -43,7 +43,8 @@ static void (*qkshim_record_on_exit)(void *);
 
 static void qkshim_record_destructor(void *record) {
     qkshim_tls_record = NULL;
-    __atomic_load_n(&qkshim_record_on_exit, __ATOMIC_ACQUIRE)(record);
+    void (*on_exit)(void *) = __atomic_load_n(&qkshim_record_on_exit, __ATOMIC_ACQUIRE);
+    on_exit(record);
 }
 
 static void qkshim_record_key_create(void) {
@@ -52,12 +53,72 @@ static void qkshim_record_key_create(void) {
 }
 
 void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
-    /* Every thread stores the same function: atomically, so that exiting threads read it cleanly. */
+    /* The same function every time: an atomic store, as exiting threads read it concurrently. */
     __atomic_store_n(&qkshim_record_on_exit, on_exit, __ATOMIC_RELEASE);
     pthread_once(&qkshim_record_key_once, qkshim_record_key_create);
     int rc = pthread_setspecific(qkshim_record_key, record);
     if (rc != 0) qkshim_fatal_errno("pthread_setspecific", rc);
     qkshim_tls_record = record;
+}
+
+__thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
+
+static void (*_Atomic qkshim_record_maker)(void);
+
+void qkshim_record_maker_set(void (*maker)(void)) {
+    __atomic_store_n((void (**)(void))&qkshim_record_maker, maker, __ATOMIC_RELEASE);
+}
+
+void qkshim_record_make(void) {
+    void (*maker)(void) = __atomic_load_n((void (**)(void))&qkshim_record_maker, __ATOMIC_ACQUIRE);
+    if (maker != NULL) maker();
+}
+
+_Atomic uint64_t qkshim_fork_generation;
+
+typedef struct {
+    void (*prepare)(void);
+    void (*parent)(void);
+    void (*child)(void);
+} qkshim_fork_hooks;
+
+static qkshim_fork_hooks *_Atomic qkshim_fork_hooks_current;
+/* The hooks the running fork's prepare step called (only the forking thread touches it). */
+static qkshim_fork_hooks *qkshim_fork_hooks_in_use;
+
+void qkshim_fork_hooks_set(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+    qkshim_fork_hooks *hooks = malloc(sizeof *hooks); /* set once per process: never freed */
+    if (hooks == NULL) {
+        fprintf(stderr, "QueueKit: out of memory installing the fork handlers\n");
+        abort();
+    }
+    hooks->prepare = prepare;
+    hooks->parent = parent;
+    hooks->child = child;
+    __atomic_store_n((qkshim_fork_hooks **)&qkshim_fork_hooks_current, hooks, __ATOMIC_RELEASE);
+}
+
+static void qkshim_fork_prepare(void) {
+    qkshim_fork_hooks_in_use = __atomic_load_n((qkshim_fork_hooks **)&qkshim_fork_hooks_current, __ATOMIC_ACQUIRE);
+    if (qkshim_fork_hooks_in_use != NULL) qkshim_fork_hooks_in_use->prepare();
+}
+
+static void qkshim_fork_parent(void) {
+    if (qkshim_fork_hooks_in_use != NULL) qkshim_fork_hooks_in_use->parent();
+}
+
+static void qkshim_fork_child(void) {
+    __atomic_add_fetch((uint64_t *)&qkshim_fork_generation, 1, __ATOMIC_ACQ_REL);
+    if (qkshim_fork_hooks_in_use != NULL) qkshim_fork_hooks_in_use->child();
+}
+
+/* Installed at load, before any QueueKit object exists, so every fork of the process sees them. */
+__attribute__((constructor)) static void qkshim_install_fork_handlers(void) {
+    int rc = pthread_atfork(qkshim_fork_prepare, qkshim_fork_parent, qkshim_fork_child);
+    if (rc != 0) {
+        fprintf(stderr, "QueueKit: pthread_atfork failed (%d): a forked child could hang\n", rc);
+        abort();
+    }
 }
 
 int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size) {

@@ -476,7 +476,7 @@ struct ConditionLockCTests {
         // A caller that knows fewer fields gets only those; one too small for `acquisitions` is EINVAL.
         let sentinel: UInt64 = 0xDEAD_BEEF
         stats = qk_condlock_stats_t(size: 0, acquisitions: sentinel, contended: sentinel, wakeups: sentinel,
-                                    futile_wakeups: sentinel, timeouts: sentinel)
+                                    futile_wakeups: sentinel, timeouts: sentinel, abandonments: sentinel)
         stats.size = MemoryLayout<qk_condlock_stats_t>.offset(of: \.contended)!
         #expect(qk_condlock_get_stats(lock.raw, &stats) == 0)
         #expect(stats.acquisitions == 7)

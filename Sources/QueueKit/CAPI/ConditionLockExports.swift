@@ -12,6 +12,21 @@ private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) thr
     Handle.status(lock, as: CConditionLock.self, body)
 }
 
+/// An acquisition's status: `EOWNERDEAD` instead of 0 when the lock's previous holder died
+/// holding it (the lock is held either way; the Swift call succeeds and says so in
+/// `previousOwnerDied`). The check is a load after the call, outside its closure, so that the
+/// uncontended path stays inlined.
+@inline(__always)
+private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
+    let status = condlockStatus(lock, body)
+    guard status == 0, let lock else { return status }
+    // `condlockStatus` checked the handle's type.
+    let ownerDied = Unmanaged<CConditionLock>.fromOpaque(UnsafeRawPointer(lock))._withUnsafeGuaranteedRef {
+        $0.previousOwnerDied
+    }
+    return ownerDied ? EOWNERDEAD : 0
+}
+
 @_cdecl("qk_condlock_create") @implementation @_spi(CAPI)
 public func qk_condlock_create(_ condition: Int) -> OpaquePointer? {
     Handle.retained(CConditionLock(condition: condition))
@@ -29,32 +44,32 @@ public func qk_condlock_destroy(_ lock: OpaquePointer?) -> Int32 {
 
 @_cdecl("qk_condlock_lock") @implementation @_spi(CAPI)
 public func qk_condlock_lock(_ lock: OpaquePointer?) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock() }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock() }
 }
 
 @_cdecl("qk_condlock_trylock") @implementation @_spi(CAPI)
 public func qk_condlock_trylock(_ lock: OpaquePointer?) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.tryLock() }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.tryLock() }
 }
 
 @_cdecl("qk_condlock_lock_until") @implementation @_spi(CAPI)
 public func qk_condlock_lock_until(_ lock: OpaquePointer?, _ deadline: UInt64) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock(before: deadline) }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(before: deadline) }
 }
 
 @_cdecl("qk_condlock_lock_when") @implementation @_spi(CAPI)
 public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition) }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition) }
 }
 
 @_cdecl("qk_condlock_trylock_when") @implementation @_spi(CAPI)
 public func qk_condlock_trylock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.tryLock(whenCondition: condition) }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.tryLock(whenCondition: condition) }
 }
 
 @_cdecl("qk_condlock_lock_when_until") @implementation @_spi(CAPI)
 public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int, _ deadline: UInt64) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition, before: deadline) }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition, before: deadline) }
 }
 
 @_cdecl("qk_condlock_unlock") @implementation @_spi(CAPI)
@@ -107,7 +122,7 @@ public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutable
         let values: [(StatsField, UInt64)] = [
             (.acquisitions, snapshot.acquisitions), (.contended, snapshot.contended),
             (.wakeups, snapshot.wakeups), (.futileWakeups, snapshot.futileWakeups),
-            (.timeouts, snapshot.timeouts),
+            (.timeouts, snapshot.timeouts), (.abandonments, snapshot.abandonments),
         ]
         let base = UnsafeMutableRawPointer(stats)
         for (field, value) in values where size >= field.end {
@@ -119,7 +134,7 @@ public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutable
 /// The counters of `qk_condlock_stats_t` by position, so a caller compiled against an older,
 /// shorter struct gets only the fields it has room for.
 private enum StatsField {
-    case acquisitions, contended, wakeups, futileWakeups, timeouts
+    case acquisitions, contended, wakeups, futileWakeups, timeouts, abandonments
 
     var offset: Int {
         switch self {
@@ -128,6 +143,7 @@ private enum StatsField {
         case .wakeups: MemoryLayout<qk_condlock_stats_t>.offset(of: \.wakeups)!
         case .futileWakeups: MemoryLayout<qk_condlock_stats_t>.offset(of: \.futile_wakeups)!
         case .timeouts: MemoryLayout<qk_condlock_stats_t>.offset(of: \.timeouts)!
+        case .abandonments: MemoryLayout<qk_condlock_stats_t>.offset(of: \.abandonments)!
         }
     }
 

@@ -23,7 +23,10 @@ public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
 @_cdecl("qk_dbqueue_read") @implementation @_spi(CAPI)
 public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { $0.withReadAccess { work(context) } }
+    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        if _slowPath(Fork.isChild) { try db.checkFork() }
+        db.withReadAccess { work(context) }
+    }
 }
 
 @_cdecl("qk_dbqueue_write") @implementation @_spi(CAPI)
@@ -37,7 +40,9 @@ public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPo
 @_cdecl("qk_dbqueue_write_async") @implementation @_spi(CAPI)
 public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { $0.writeAsync(CWork(context: context, function: work)) }
+    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        try db.writeAsync(CWork(context: context, function: work))
+    }
 }
 
 @_cdecl("qk_dbqueue_flush") @implementation @_spi(CAPI)

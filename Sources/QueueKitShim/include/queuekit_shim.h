@@ -69,6 +69,43 @@ static inline void *qkshim_record_get(void) { return qkshim_tls_record; }
  * it, once, as a pthread key destructor. `on_exit` must be the same function on every call. */
 void qkshim_record_install(void *record, void (*on_exit)(void *record));
 
+/* How many condition locks the calling thread holds right now (ConditionLock.swift counts every
+ * acquisition and release): the thread-exit hook looks for locks to abandon only when it is not 0,
+ * and code that must not run while the thread holds a condition lock can ask. */
+extern __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
+static inline uint32_t qkshim_condlocks_held(void) { return qkshim_tls_condlocks_held; }
+/* Makes the calling thread's record with the function that qkshim_record_maker_set installed
+ * (the slow path of qkshim_condlock_acquired). */
+void qkshim_record_make(void);
+/* Installs the function that makes the calling thread's record (ThreadRecord.swift); set once,
+ * before the first condition lock exists. */
+void qkshim_record_maker_set(void (*maker)(void));
+
+/* Counts one more held condition lock, and makes sure the thread has a record, so that its exit
+ * runs the hook. All in C, so that the Swift fast path that calls it stays small enough to be
+ * inlined into the C entry points. */
+static inline void qkshim_condlock_acquired(void) {
+    qkshim_tls_condlocks_held += 1;
+    if (__builtin_expect(qkshim_tls_record == NULL, 0)) qkshim_record_make();
+}
+static inline void qkshim_condlocks_held_decrement(void) { qkshim_tls_condlocks_held -= 1; }
+static inline void qkshim_condlocks_held_reset(void) { qkshim_tls_condlocks_held = 0; }
+
+/* fork(): how many forks lie between the process that loaded QueueKit and this one. 0 in the
+ * original process; the child handler of fork adds one in each child (before the Swift child hook
+ * runs), so a non-zero value means "a forked child, whose other threads are gone". The handlers
+ * are installed when the library is loaded. */
+extern _Atomic uint64_t qkshim_fork_generation;
+static inline uint64_t qkshim_fork_generation_get(void) {
+    return __atomic_load_n((uint64_t *)&qkshim_fork_generation, __ATOMIC_ACQUIRE);
+}
+static inline bool qkshim_is_forked_child(void) { return qkshim_fork_generation_get() != 0; }
+
+/* Sets the hooks that the fork handlers call: `prepare` in the forking thread before the fork,
+ * then `parent` in the parent or `child` in the child. A fork that began before the hooks were
+ * set calls none of them (each fork uses the hooks that its prepare step saw). */
+void qkshim_fork_hooks_set(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+
 /* pthread_getname_np (a GNU extension Swift's Glibc module does not show): 0 or an errno. */
 int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size);
 
@@ -105,6 +142,11 @@ static inline void qkshim_waiting_in_block_leave(void) {
 }
 static inline long qkshim_waiting_in_blocks_load(void) {
     return __atomic_load_n((long *)&qkshim_waiting_in_blocks, __ATOMIC_SEQ_CST);
+}
+/* In a forked child: no thread waits (the others are gone; the forking thread waits for nothing). */
+static inline void qkshim_waiting_reset(void) {
+    __atomic_store_n((long *)&qkshim_waiting_threads, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n((long *)&qkshim_waiting_in_blocks, 0, __ATOMIC_SEQ_CST);
 }
 
 /* The stall watch that QUEUEKIT_STALL_MS asks for: the threshold in nanoseconds read from the
