@@ -673,20 +673,26 @@ qkb_sample_t qkb_get_specific(uint64_t iterations) {
 
 /* ---- sync onto an idle queue ------------------------------------------------------------------ */
 
+/* Times `iterations` syncs of the tiny work onto `queue` through `sync`. */
+static uint64_t time_syncs(void (*sync)(void *queue), void *queue, uint64_t iterations) {
+    uint64_t begin = qkb_now_ns();
+    for (uint64_t i = 0; i < iterations; i++) sync(queue);
+    return qkb_now_ns() - begin;
+}
+
+static void qk_sync_once(void *queue) { qk_queue_sync(queue, &db_data, read_work); }
+static void gcd_sync_once(void *queue) { dispatch_sync_f(queue, &db_data, read_work); }
+
 qkb_sample_t qkb_qk_sync_idle(uint64_t iterations) {
     qk_queue_t *queue = qk_queue_create("bench.sync", QK_QUEUE_SERIAL);
-    uint64_t begin = qkb_now_ns();
-    for (uint64_t i = 0; i < iterations; i++) qk_queue_sync(queue, &db_data, read_work);
-    uint64_t elapsed = qkb_now_ns() - begin;
+    uint64_t elapsed = time_syncs(qk_sync_once, queue, iterations);
     qk_queue_release(queue);
     return sample(elapsed, iterations);
 }
 
 qkb_sample_t qkb_gcd_sync_idle(uint64_t iterations) {
     dispatch_queue_t queue = dispatch_queue_create("bench.gcd.serial", NULL);
-    uint64_t begin = qkb_now_ns();
-    for (uint64_t i = 0; i < iterations; i++) dispatch_sync_f(queue, &db_data, read_work);
-    uint64_t elapsed = qkb_now_ns() - begin;
+    uint64_t elapsed = time_syncs(gcd_sync_once, queue, iterations);
     dispatch_release(queue);
     return sample(elapsed, iterations);
 }
