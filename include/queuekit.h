@@ -448,7 +448,9 @@ QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats
  *
  * The main thread before qk_main() holds the main queue (a worker that syncs onto the main queue
  * waits for the main thread); after qk_main(), the thread running a main-queue block does. Blocks
- * that have not started hold nothing.
+ * that have not started hold nothing. The DB queue's own waits (a read behind a write, write,
+ * flush, destroy) are not part of the detection yet: a ring through one of them still hangs, and
+ * qk_dbqueue_read never returns EDEADLK.
  *
  * Refusal: when an untimed call is about to wait and that wait would close a cycle, it returns
  * EDEADLK instead: it ran nothing, took nothing, lost nothing (a refused lock waiter leaves the
