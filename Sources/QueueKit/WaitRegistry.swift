@@ -145,8 +145,10 @@ enum WaitRegistry {
         record.wait.start = stamped ? qkshim_now_coarse_ns() : 0
         record.wait.startIsFirstSight = !stamped
         describe(&record.wait)
+        // Read before the store: from then on a reader may have the record pinned.
+        let inBlock = record.wait.frame != nil
         record.waitState.store(WaitState.waiting, ordering: .releasing)
-        if record.wait.frame != nil { qkshim_waiting_in_block_enter() }
+        if inBlock { qkshim_waiting_in_block_enter() }
         return qkshim_waiting_enter()
     }
 

@@ -170,7 +170,7 @@ static bool plan(struct node *n, const struct model *m, enum op op, int res) {
         return false;
     if (!plan_call(n, m, op, res, true)) return false;
     /* Any wait may now close a ring: an untimed one may be refused, a timed one time out. */
-    bool blocking = n->fresh || (op == OP_SET && n->expect == 0);
+    bool blocking = n->fresh || ((op == OP_SET || op == OP_FLUSH) && n->expect == 0);
     if (op == OP_LOCK_WHEN_UNTIL && n->fresh) n->alternative = ETIMEDOUT;
     else if (blocking && n->alternative < 0) n->alternative = EDEADLK;
     return true;
