@@ -120,6 +120,69 @@ struct DeadlockTests {
         }
     }
 
+    @Test("two threads closing the same ring at the same instant, 300 times: exactly one refused each time (Swift API)")
+    func simultaneousClosings() throws {
+        let tag = unique("race")
+        let a = try Queue(label: "\(tag).a"), b = try Queue(label: "\(tag).b")
+        for round in 0..<300 {
+            let meet = Rendezvous(parties: 2)
+            let refusals = Shared(0), ran = Shared(0)
+            func closer(_ own: Queue, _ other: Queue) -> DispatchSemaphore {
+                spawn {
+                    do {
+                        try own.sync {
+                            _ = meet.arrive()
+                            do {
+                                try other.sync { ran.update { $0 += 1 } }
+                            } catch QueueKitError.wouldDeadlock {
+                                refusals.update { $0 += 1 }
+                            }
+                        }
+                    } catch {
+                        Issue.record("unexpected \(error)")
+                    }
+                }
+            }
+            let one = closer(a, b), two = closer(b, a)
+            #expect(waits(for: one) && waits(for: two), "round \(round) hung")
+            #expect(refusals.value == 1 && ran.value == 1, "round \(round): \(refusals.value) refused, \(ran.value) ran")
+            if refusals.value != 1 { break }
+        }
+        #expect(ReportLog.shared.reports(mentioning: tag).count == 300)
+    }
+
+    @Test("two threads taking two locks in opposite orders at the same instant, 300 times: exactly one refused each time")
+    func simultaneousLockOrders() throws {
+        let tag = unique("lock-race")
+        let first = ConditionLock(condition: 0, name: "\(tag).1"), second = ConditionLock(condition: 0, name: "\(tag).2")
+        for round in 0..<300 {
+            let meet = Rendezvous(parties: 2)
+            let refusals = Shared(0), ran = Shared(0)
+            func taker(_ outer: ConditionLock<Int>, _ inner: ConditionLock<Int>) -> DispatchSemaphore {
+                spawn {
+                    do {
+                        try outer.lock()
+                        _ = meet.arrive()
+                        do {
+                            try inner.lock()
+                            ran.update { $0 += 1 }
+                            try inner.unlock()
+                        } catch QueueKitError.wouldDeadlock {
+                            refusals.update { $0 += 1 }
+                        }
+                        try outer.unlock()
+                    } catch {
+                        Issue.record("unexpected \(error)")
+                    }
+                }
+            }
+            let one = taker(first, second), two = taker(second, first)
+            #expect(waits(for: one) && waits(for: two), "round \(round) hung")
+            #expect(refusals.value == 1 && ran.value == 1, "round \(round): \(refusals.value) refused, \(ran.value) ran")
+            if refusals.value != 1 { break }
+        }
+    }
+
     @Test("a ring of three serial queues: one sync refused, the other two complete")
     func ringOfThreeQueues() {
         let tag = unique("ring3")
