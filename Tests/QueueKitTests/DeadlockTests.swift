@@ -525,6 +525,17 @@ struct DeadlockTests {
         #expect(waits(for: first) && waits(for: second))
     }
 
+    @Test("a suspended task's wait shows in the wait report until it is withdrawn")
+    func taskWaitsInTheReport() {
+        let tag = unique("task")
+        let token = WaitRegistry.publishTaskWait(call: "DBQueue.read", object: "DB queue \"\(tag)\"")
+        let report = Diagnostics.waitReport()
+        #expect(report.contains("  task \(token): in DBQueue.read(DB queue \"\(tag)\") for "), "\(report)")
+        #expect(report.contains("untimed; holds nothing (a suspended task)"), "\(report)")
+        WaitRegistry.withdrawTaskWait(token)
+        #expect(!Diagnostics.waitReport().contains(tag))
+    }
+
     @Test("QUEUEKIT_STALL_MS is parsed with strtonum: 1 to 3,600,000 ms")
     func stallEnvironmentParsing() {
         func parse(_ text: String) -> (UInt64, String?) {
