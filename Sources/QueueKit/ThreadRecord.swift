@@ -126,8 +126,15 @@ extension ThreadRecord {
         for (number, record) in records where number != survivor {
             record.hasExited = true
             records[number] = nil
+            // The thread's own reference (its key's value) will never be given back: its key
+            // destructor cannot run in a child that does not have the thread. Keep the record
+            // reachable, as what it is, rather than leave it to look like a leak.
+            lostInFork.append(record)
         }
     }
+
+    /// The records of threads that a fork left behind (in a child only; never freed).
+    nonisolated(unsafe) private static var lostInFork: [ThreadRecord] = []
 }
 
 /// What a condition-lock acquisition calls (through the shim) on a thread that has no record yet,
