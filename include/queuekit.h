@@ -272,7 +272,30 @@ QK_EXPORT QK_NORETURN void qk_main(void);
 /* ========================================================================================== */
 
 /** An opaque reader/writer queue: many concurrent readers, one writer at a time, writes in FIFO
- *  order, and nested calls in any order never deadlock. */
+ *  order, and nested calls in any order never deadlock.
+ *
+ *  Ordering is what a program can observe. A call that begins after another call returned, or
+ *  after a qk_dbqueue_write_async returned, is ordered after it: a read sees it, a write runs after
+ *  it. Asynchronous writes run one at a time in submission order; nothing overtakes a submitted
+ *  one. Synchronous calls in flight at the same moment on different threads have no order, so a
+ *  running thread takes a free queue at once (a reader next to other readers, a writer into an
+ *  idle queue) ahead of threads parked waiting: the queue is not reserved for a thread that still
+ *  has to be scheduled. A thread spins briefly before it parks.
+ *
+ *  Fairness bound: a thread parked for 1 ms becomes due. From then on nobody enters ahead of it
+ *  and the queue is handed to it as soon as it is free (a due writer waits only for the readers
+ *  already inside; due readers are let in together). Writers do not starve under a storm of
+ *  readers, nor readers under a storm of writers.
+ *
+ *  Where qk_dbqueue_write_async's work runs: on a worker thread of the queue, or on a thread that
+ *  has to wait for it anyway. A qk_dbqueue_read, qk_dbqueue_write, qk_dbqueue_flush or
+ *  qk_dbqueue_destroy that must wait for pending asynchronous writes runs the ones submitted
+ *  before its call began itself (as dispatch_sync runs blocks on its caller's thread) when its
+ *  thread holds nothing else of QueueKit's: no block of any queue or DB queue (also further out)
+ *  and no condition lock; the main thread before qk_main() never does. Inside such work, as on the
+ *  worker, qk_queue_current() is the DB queue's queue and nothing further out. Otherwise the call
+ *  waits for the worker. A worker that ran out of writes keeps polling for a few milliseconds, so
+ *  a write nobody waits for may start up to about 1 ms after it was submitted. */
 typedef struct qk_dbqueue qk_dbqueue_t;
 
 /** Creates a DB queue; `label` may be NULL (it is copied). NULL with errno ENOMEM when the label
@@ -299,12 +322,15 @@ QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t wor
  *  deadlock. EINVAL: NULL/wrong-type db, NULL work. */
 QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t work);
 
-/** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once. Allowed
- *  anywhere; inside a block of this queue it runs after that block. EINVAL as qk_dbqueue_write.
- *  ENOTRECOVERABLE (nothing queued) in a forked child: the thread that would run it is gone. */
+/** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once (lock-free).
+ *  Allowed anywhere; inside a block of this queue it runs after that block. Every call that begins
+ *  after this one returned comes after the write (see qk_dbqueue_t for where the work runs).
+ *  EINVAL as qk_dbqueue_write. ENOTRECOVERABLE (nothing queued) in a forked child: the thread
+ *  that would run it is gone. */
 QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_function_t work);
 
-/** Waits until every write submitted before the call has run. EDEADLK inside a block of this
+/** Waits until every write submitted before the call has run (running them itself when its
+ *  thread holds nothing else of QueueKit's, see qk_dbqueue_t). EDEADLK inside a block of this
  *  queue; EINVAL for NULL/wrong type. */
 QK_EXPORT int qk_dbqueue_flush(qk_dbqueue_t *db);
 

@@ -15,12 +15,33 @@ import Synchronization
 /// - `read` inside a read or a write runs inline; `write` inside a write runs inline (also with
 ///   reads nested in between); `write` inside a read but no write is an upgrade that could never
 ///   proceed, so it throws ``QueueKitError/wouldDeadlock`` and runs nothing.
-/// - A read that is not nested sees every write submitted before it began, by any thread, sync
-///   or async; a write that is not nested runs after every write submitted before it.
-/// - Readers do not go through dispatch: an uncontended read is one atomic increment and one
-///   decrement. Writers queue in a FIFO lane; a write that becomes due while readers are inside
-///   waits for them, and readers that arrive after it wait for it (no writer starvation), while
-///   readers that arrived before a write are let in ahead of it (no reader starvation).
+///
+/// Ordering is what a program can observe:
+///
+/// - A call that begins after another call returned, or after a `writeAsync` returned, is
+///   ordered after it: a read sees it, a write runs after it. Asynchronous writes run one at a
+///   time in submission order, and nothing overtakes a submitted one.
+/// - Synchronous calls in flight at the same moment have no order, so the queue lets a running
+///   thread in at once when the queue is free for it (a reader next to other readers, a writer
+///   into an idle queue), ahead of threads parked in the lane, instead of handing the queue to a
+///   parked thread that first has to be scheduled (the convoy that makes a strict FIFO lock slow
+///   under contention). A released queue wakes the longest-waiting thread, which competes again.
+/// - Eventual fairness bounds the overtaking: a thread parked for ``fairnessBound`` (1 ms) becomes
+///   due; from then on nobody enters ahead of it and the queue is handed to it directly as soon as
+///   it is free (a due writer waits only for the readers inside; due readers are let in as one
+///   batch). Writers do not starve under a storm of readers, nor readers under a storm of writers.
+/// - A thread spins briefly (``Parker/spin(until:pureSpin:_:)``) before it parks: the holder is
+///   usually running and about to leave.
+///
+/// Where `writeAsync`'s work runs: on a worker thread of the queue, or on a thread that must wait
+/// for it anyway. A `read`, `write` or `flush` (and `quiesce`) that has to wait for pending
+/// asynchronous writes runs the ones submitted before its call began itself, as `dispatch_sync`
+/// runs blocks on its caller's thread, when its thread holds nothing else of QueueKit's: no block
+/// of any queue or DB queue in its chain of frames and no condition lock (the main thread before
+/// `qk_main` is inside the main queue, so it never helps). Inside such work, as on the worker,
+/// ``Queue/current`` is ``queue`` and nothing further out. Otherwise the thread waits for the
+/// worker. A worker that ran out of writes lingers for a few milliseconds, polling, so that a
+/// steady trickle of writes costs no thread wake-ups.
 ///
 /// Inside `read` and `write`, ``Queue/current`` is ``queue`` and `queue.check(.onQueue)` holds;
 /// inside `write`, `queue.check(.onQueueAsBarrier)` holds too.
@@ -36,16 +57,42 @@ public final class DBQueue: @unchecked Sendable {
     /// submitting work to it throws ``QueueKitError/invalidArgument``.
     public let queue: Queue
 
-    /// `readers << 1 | gate`. The gate bit is set exactly while a write is running or pending
-    /// (changed only under `lane`'s lock); readers enter lock-free while it is clear.
-    private let state = Atomic<Int>(0)
-    private static let gate = 1
-    private static let oneReader = 2
+    /// How long a parked thread may be overtaken before the queue is handed to it: 1 ms, in
+    /// nanoseconds (Rust's parking_lot uses 0.5 ms). Long enough that the hand-offs it forces
+    /// cost nothing measurable; short enough that a writer's worst wait under a storm of readers
+    /// stays near it.
+    public static let fairnessBound: UInt64 = 1_000_000
 
-    /// Everything about writes and waiting threads, under one lock; touched only off the fast path.
+    /// Everything the fast paths need, in one word (see `Bits`).
+    private let state = Atomic<UInt>(0)
+
+    /// Asynchronous writes that have run, since creation. Written only by the thread that runs
+    /// them (the holder of the exclusivity), read by anyone (`asyncTarget`).
+    private let completed = Atomic<UInt64>(0)
+
+    /// The asynchronous writes not yet run, in submission order.
+    private let writes = WriteQueue()
+
+    /// The threads waiting for the queue, under one lock; touched only off the fast paths.
     private let lane = Lock(Lane())
 
-    /// Where asynchronous writes run, one at a time.
+    /// The smallest `target` of any waiter (`UInt64.max`: none): a thread that runs asynchronous
+    /// writes looks at the lane only once `completed` reaches it.
+    private let nextTarget = Atomic<UInt64>(.max)
+
+    /// The worker that runs asynchronous writes nobody runs while waiting: `drainerIdle` when no
+    /// worker block exists, `drainerActive` while one runs, waits for the queue or lingers.
+    private let drainer = Atomic<Int>(DBQueue.drainerIdle)
+    private static let drainerIdle = 0
+    private static let drainerActive = 1
+    /// The lingering worker parks on this word; anyone who needs it sooner sets it.
+    private let drainerWord: UnsafeMutablePointer<UInt32>
+    /// Set by `quiesce`: the worker does not linger.
+    private let closing = Atomic<Bool>(false)
+    private static let drainerPoll: UInt64 = 1_000_000
+    private static let drainerLingerPolls = 8
+
+    /// Where the worker runs.
     private let writer: DispatchQueue
 
     /// The fork generation (``Fork/generation``) whose state the queue has adopted, or
@@ -55,12 +102,33 @@ public final class DBQueue: @unchecked Sendable {
     private static let adoptingFork = UInt64.max
 
     #if QUEUEKIT_TESTING
-    /// Test seam (debug builds only): called by the reader that left last while a write is due,
-    /// after its decrement and before it starts the write. Set it before the queue is shared.
+    /// Test seam (debug builds only): called by the last reader leaving while a write waits,
+    /// before it takes the lane's lock to hand the queue on. Set it before the queue is shared.
     var testHookBeforeLastReaderStarts: (() -> Void)?
 
-    /// Test seam (debug builds only): writes queued and not yet started.
-    var pendingWriteCount: Int { lane.withLock { $0.pending.count } }
+    /// Test seam (debug builds only): writes queued and not yet started (asynchronous writes
+    /// submitted and not run, plus threads waiting in the lane to write).
+    var pendingWriteCount: Int {
+        let queued = Int(Bits.asyncCount(state.load(ordering: .acquiring)))
+        return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
+    }
+
+    /// Test seam (debug builds only): the state, for a test's failure message.
+    var debugState: String {
+        let current = state.load(ordering: .acquiring)
+        let waiters = lane.withLock { lane in
+            lane.waiters.map { w in
+                "\(w.pointee.want)(target \(w.pointee.target), due \(w.pointee.isDue), \(w.pointee.outcome))"
+            }.joined(separator: ", ") + " dueCount \(lane.dueCount)"
+        }
+        return "writer \(current & Bits.writer) due \(current & Bits.due != 0) parked \(current & Bits.parked != 0) "
+            + "readers \((current & Bits.readerMask) / Bits.oneReader) async \(Bits.asyncCount(current)) "
+            + "completed \(completed.load(ordering: .acquiring)) drainer \(drainer.load(ordering: .acquiring)) "
+            + "lane [\(waiters)]"
+    }
+
+    /// Test seam (debug builds only): readers and writers waiting in the lane.
+    var waitingCallCount: Int { lane.withLock { lane in lane.waiters.count { $0.pointee.wantsAccess } } }
     #endif
 
     /// Creates a DB queue.
@@ -68,6 +136,15 @@ public final class DBQueue: @unchecked Sendable {
         let label = label ?? ""
         queue = try Queue.identity(label: label, kind: .concurrent)
         writer = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.writer" : "\(label).writer")
+        drainerWord = .allocate(capacity: 1)
+        drainerWord.initialize(to: Parker.idle)
+    }
+
+    deinit {
+        if brokenByFork.load(ordering: .relaxed) { return }
+        let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
+        Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
+        drainerWord.deallocate()
     }
 
     // MARK: Swift API
@@ -88,7 +165,7 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `body` when called inside a read
     ///   of this queue but no write (an upgrade); whatever `body` throws.
     public func write<R>(_ body: () throws -> R) throws -> R {
-        try withWriteAccess(writeRoute(), body)
+        try withWriteAccess(enterWrite(), body)
     }
 
     /// Queues `body` to run exclusively, FIFO with all writes; returns at once. Allowed anywhere:
@@ -102,20 +179,21 @@ public final class DBQueue: @unchecked Sendable {
         }
     }
 
-    /// Waits until every write submitted before the call has run.
+    /// Waits until every write submitted before the call has run (running them itself when its
+    /// thread holds nothing else of QueueKit's).
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` inside a block of this queue;
     ///   ``QueueKitError/notRecoverable`` in a forked child, when the queue was being written at the fork.
     public func flush() throws(QueueKitError) {
         if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
-        Parker.withParker { parker in
-            let mustWait = lane.withLock { lane in
-                guard lane.completed < lane.issued else { return false }
-                lane.flushWaiters.append(Waiter(target: lane.issued, parker: parker))
-                return true
-            }
-            if mustWait { _ = parker.park() }
+        let target = asyncTarget()
+        if writesHaveRun(upTo: target, state: state.load(ordering: .acquiring)) { return }
+        if Self.threadMayHelp() {
+            guard acquireSlow(.write, call: .flush, target: target) else { throw .wouldDeadlock }
+            releaseWrite()
+        } else {
+            guard waitForCompletion(of: target) else { throw .wouldDeadlock }
         }
     }
 
@@ -127,8 +205,11 @@ public final class DBQueue: @unchecked Sendable {
         if ExecutionContext.hold(of: queue) != .none { throw .busy }
         // A queue that a fork left unusable has nothing left to run, and no thread inside.
         if _slowPath(Fork.isChild) { do { try checkFork() } catch { return } }
-        acquireWrite()
+        guard acquire(.write, call: .destroy) else { throw .wouldDeadlock }
         releaseWrite()
+        // The worker need not linger for a queue that is going away.
+        closing.store(true, ordering: .releasing)
+        wakeDrainer(start: false)
     }
 
     // MARK: Core (the C API calls these)
@@ -138,15 +219,18 @@ public final class DBQueue: @unchecked Sendable {
     func withReadAccess<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         let caller = ExecutionContext.innermost
         if caller == nil || ExecutionContext.hold(of: queue, from: caller) == .none {
-            acquireRead()
+            if !acquire(.read, call: .read) {
+                // Only a cross-thread deadlock check refuses a wait, and there is none yet.
+                preconditionFailure("QueueKit: a DBQueue read was refused a wait")
+            }
             defer { releaseRead() }
             return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
         }
         return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
     }
 
-    /// How a write gets access, decided before anything runs.
-    struct WriteRoute {
+    /// Write access, decided and acquired before anything runs.
+    struct WriteAccess {
         /// The calling thread's innermost frame: the caller of the write's block.
         let caller: UnsafePointer<ExecutionFrame>?
         /// The thread already writes: the block runs inline.
@@ -154,217 +238,611 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     /// Inline when the thread already has write access; `wouldDeadlock` when it has only read
-    /// access (an upgrade could never proceed); otherwise through the lane.
+    /// access (an upgrade could never proceed) or when the lane refuses the wait; otherwise
+    /// acquired through the lane. Pass the result to `withWriteAccess` at once.
     @inline(__always)
-    func writeRoute() throws(QueueKitError) -> WriteRoute {
+    func enterWrite() throws(QueueKitError) -> WriteAccess {
         if _slowPath(Fork.isChild) { try checkFork() }
         let caller = ExecutionContext.innermost
         switch caller == nil ? .none : ExecutionContext.hold(of: queue, from: caller) {
-        case .exclusive: return WriteRoute(caller: caller, isInline: true)
+        case .exclusive: return WriteAccess(caller: caller, isInline: true)
         case .shared: throw .wouldDeadlock
-        case .none: return WriteRoute(caller: caller, isInline: false)
+        case .none:
+            guard acquire(.write, call: .write) else { throw .wouldDeadlock }
+            return WriteAccess(caller: caller, isInline: false)
         }
     }
 
-    /// Runs `body` with write access, as `route` says.
+    /// Runs `body` with the write access `enterWrite` gave, then releases it.
     @inline(__always)
-    func withWriteAccess<R, E: Error>(_ route: WriteRoute, _ body: () throws(E) -> R) throws(E) -> R {
-        if route.isInline {
-            return try ExecutionContext.run(on: queue, exclusive: true, outer: route.caller, body)
+    func withWriteAccess<R, E: Error>(_ access: WriteAccess, _ body: () throws(E) -> R) throws(E) -> R {
+        if access.isInline {
+            return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
         }
-        acquireWrite()
         defer { releaseWrite() }
-        return try ExecutionContext.run(on: queue, exclusive: true, outer: route.caller, body)
+        return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
     }
 
-    /// Queues a write; returns at once.
+    /// Queues a write; returns at once. Lock-free: one atomic add that closes the queue to later
+    /// arrivals until the write has run, then one exchange to queue it.
+    ///
+    /// The count comes first: every write ahead of this one in the queue was counted before it
+    /// was queued, so a call that counts the pending writes (`asyncTarget`) after this returned
+    /// covers this write and every write ahead of it. (Queued first, a write counted later could
+    /// be run in place of a write counted earlier, and a read could slip in between.)
     ///
     /// - Throws: ``QueueKitError/notRecoverable`` in a forked child (nothing queued).
     func writeAsync(_ work: CWork) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
-        let wake = lane.withLock { lane in
-            lane.issued += 1
-            lane.pending.append(.async(work))
-            closeGate(&lane)
-            return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+        let before = state.add(Bits.oneAsync, ordering: .sequentiallyConsistent).oldValue
+        writes.push(work)
+        // The first pending write makes sure a worker exists; a lingering one finds it by polling.
+        if Bits.asyncCount(before) == 0 && drainer.load(ordering: .sequentiallyConsistent) == Self.drainerIdle {
+            startDrainer()
         }
-        wake.perform(on: self)
     }
 
-    // MARK: Readers
+    // MARK: Fast paths
 
+    /// Applies `change` to the state with one compare-and-swap, retried while `allowed` holds
+    /// for the state it finds. True when it did. Every lock-free transition of the state but
+    /// the releases goes through here.
     @inline(__always)
-    private func acquireRead() {
+    private func updateState(while allowed: (UInt) -> Bool, _ change: (UInt) -> UInt) -> Bool {
         var current = state.load(ordering: .relaxed)
-        while current & Self.gate == 0 {
+        while allowed(current) {
             let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current &+ Self.oneReader,
-                successOrdering: .acquiring, failureOrdering: .relaxed)
-            if exchanged { return }
+                expected: current, desired: change(current),
+                successOrdering: .acquiringAndReleasing, failureOrdering: .relaxed)
+            if exchanged { return true }
             current = original
         }
-        acquireReadWaiting()
+        return false
     }
 
-    /// A write is running or pending: wait until every write submitted so far has run; the
-    /// finishing writer counts this reader in before waking it.
-    @inline(never)
-    private func acquireReadWaiting() {
-        Parker.withParker { parker in
-            let mustWait = lane.withLock { lane in
-                if state.load(ordering: .relaxed) & Self.gate == 0 {
-                    state.wrappingAdd(Self.oneReader, ordering: .acquiringAndReleasing)
-                    return false
-                }
-                lane.waitingReaders.append(Waiter(target: lane.issued, parker: parker))
-                return true
-            }
-            if mustWait { _ = parker.park() }
+    @inline(__always)
+    private func tryRead() -> Bool {
+        updateState(while: { $0 & Bits.closedToReaders == 0 }) { $0 &+ Bits.oneReader }
+    }
+
+    /// Takes a free queue: barging past parked threads, unless one is due or a write is pending.
+    @inline(__always)
+    private func tryWrite() -> Bool {
+        updateState(while: { $0 & ~Bits.parked == 0 }) { $0 | Bits.writer }
+    }
+
+    /// Takes the exclusivity to run pending asynchronous writes: the queue is free and nobody
+    /// waits in the lane (then the lane hands the runner's part out, to a waiting thread that may
+    /// help before the worker, without a window for a third thread between release and grant).
+    @inline(__always)
+    private func tryRunner() -> Bool {
+        updateState(while: { $0 & (Bits.writer | Bits.readerMask | Bits.flags) == 0 && Bits.asyncCount($0) != 0 }) {
+            $0 | Bits.writer
         }
+    }
+
+    @inline(__always)
+    private func tryFast(_ want: Want) -> Bool { want == .read ? tryRead() : tryWrite() }
+
+    @inline(__always)
+    private func acquire(_ want: Want, call: DBQueueCall) -> Bool {
+        if tryFast(want) { return true }
+        return acquireSlow(want, call: call, target: asyncTarget())
     }
 
     @inline(__always)
     private func releaseRead() {
-        let before = state.wrappingSubtract(Self.oneReader, ordering: .releasing).oldValue
-        if before == Self.oneReader | Self.gate { lastReaderLeft() }
+        var current = state.load(ordering: .relaxed)
+        while true {
+            if current & Bits.readerMask == Bits.oneReader && current & Bits.needsLane != 0 {
+                lastReaderLeaves()
+                return
+            }
+            let (exchanged, original) = state.weakCompareExchange(
+                expected: current, desired: current &- Bits.oneReader,
+                successOrdering: .releasing, failureOrdering: .relaxed)
+            if exchanged { return }
+            current = original
+        }
     }
 
-    /// The last reader left while a write is due: start it.
-    ///
-    /// The reader still uses the queue here, after its decrement: no other thread may start the
-    /// write meanwhile (`Lane.lastReaderStartsNext`), or a `destroy` could free the queue under it.
+    @inline(__always)
+    private func releaseWrite() {
+        if state.compareExchange(expected: Bits.writer, desired: 0, ordering: .releasing).exchanged { return }
+        releaseWriteSlow()
+    }
+
+    // MARK: Waiting
+
+    /// Whether the calling thread may run other threads' asynchronous writes while it waits: it
+    /// holds nothing of QueueKit's (no frame, so not the main thread before `qk_main`, and no
+    /// condition lock).
+    @inline(__always)
+    static func threadMayHelp() -> Bool {
+        ExecutionContext.innermost == nil && qkshim_condlocks_held() == 0
+    }
+
+    /// The asynchronous writes a call beginning now must come after: `completed` plus the ones
+    /// pending, read as a consistent pair. The runner publishes writes that ran by flagging the
+    /// state, storing `completed`, then taking them off the state and the flag in one step; a
+    /// pair read while the flag was clear and with the state's count unchanged around it is
+    /// exact (otherwise it could count a finished batch twice, or miss it).
+    private func asyncTarget() -> UInt64 {
+        while true {
+            let before = state.load(ordering: .sequentiallyConsistent)
+            if before & Bits.publishing != 0 { continue }
+            let done = completed.load(ordering: .sequentiallyConsistent)
+            let after = state.load(ordering: .sequentiallyConsistent)
+            if (before ^ after) & (Bits.asyncMask | Bits.publishing) == 0 {
+                return done &+ UInt64(Bits.asyncCount(before))
+            }
+        }
+    }
+
+    /// Whether the writes a waiter with `target` must come after have run: `completed` reached it,
+    /// or none is pending at all.
+    @inline(__always)
+    private func writesHaveRun(upTo target: UInt64, state current: UInt) -> Bool {
+        Bits.asyncCount(current) == 0 || completed.load(ordering: .acquiring) >= target
+    }
+
+    /// A read or write (or a flush or destroy, which acquire as writers) that could not enter at
+    /// once: spin, then wait in the lane. When it needs asynchronous writes to run first and may
+    /// help, it runs them itself. False when the wait was refused (nothing taken).
     @inline(never)
-    private func lastReaderLeft() {
+    private func acquireSlow(_ want: Want, call: DBQueueCall, target: UInt64) -> Bool {
+        let mayHelp = want == .runner || Self.threadMayHelp()
+        var grant = Grant.access
+        // The common case of a write_async followed by a read on the same thread: the queue is
+        // free but for the pending writes, which this thread may run at once.
+        var entered = mayHelp && tryRunner()
+        if entered {
+            grant = .runner
+        }
+        // The worker does not spin: it is in no hurry, and its spinning would take a CPU from
+        // the threads it waits for.
+        if !entered && want != .runner {
+            entered = Parker.spin {
+                // The fast paths succeed only while no asynchronous write is pending.
+                if tryFast(want) { return true }
+                if mayHelp && tryRunner() {
+                    grant = .runner
+                    return true
+                }
+                return false
+            }
+        }
+        if !entered {
+            let since = MonotonicClock.now()
+            let granted = Parker.withParker { parker in
+                withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer -> Grant? in
+                    let me = buffer.baseAddress!
+                    me.initialize(to: Waiter(want: want, call: call, mayHelp: mayHelp, target: target,
+                                             since: since, parker: parker))
+                    defer { me.deinitialize(count: 1) }
+                    return waitInLane(me)
+                }
+            }
+            guard let granted else { return false }
+            grant = granted
+        }
+        if grant == .runner && want != .runner {
+            runAsyncWrites(upTo: target, isDrainer: false)
+            if want == .read { downgrade() }
+        }
+        return true
+    }
+
+    /// Queues `me` and waits until it is granted the queue (or the runner's part), or is woken
+    /// to compete for it again (then it tries the fast paths and queues again, keeping its
+    /// arrival time). Nil when the wait was refused: `me` has left the lane, taking nothing.
+    private func waitInLane(_ me: UnsafeMutablePointer<Waiter>) -> Grant? {
+        let want = me.pointee.want
+        while true {
+            // Enter (or re-enter after a wake-up that granted nothing).
+            var wake = Wakeups()
+            let taken: Grant? = lane.withLock { lane in
+                me.pointee.outcome = .waiting
+                if let grant = takeUnderLock(me, &lane) { return grant }
+                lane.insert(me)
+                if me.pointee.wantsAccess && MonotonicClock.now() &- me.pointee.since >= Self.fairnessBound {
+                    makeDue(me, &lane)
+                }
+                refreshBits(&lane)
+                // A holder may have left before it could see the waiter: look again.
+                handOn(&lane, &wake)
+                if case .granted(let grant) = me.pointee.outcome { return grant }
+                return nil
+            }
+            wake.perform(on: self)
+            if let taken {
+                // Granted by `handOn` (its wake-up was just sent), or taken directly.
+                if case .granted = me.pointee.outcome { settle(me) }
+                return taken
+            }
+            // Park until granted, woken, due or refused.
+            while true {
+                let deadline = me.pointee.isDue || !me.pointee.wantsAccess
+                    ? MonotonicClock.forever : me.pointee.since &+ Self.fairnessBound
+                let result = wait(me.pointee.parker, for: me.pointee.call, until: deadline)
+                var wake = Wakeups()
+                let step: Step = lane.withLock { lane in
+                    switch me.pointee.outcome {
+                    case .granted(let grant): return .granted(grant)
+                    case .woken: return .compete
+                    case .waiting: break
+                    }
+                    if result == .refused {
+                        if me.pointee.isDue { lane.dueCount -= 1 }
+                        lane.remove(me)
+                        refreshBits(&lane)
+                        handOn(&lane, &wake)
+                        return .refused
+                    }
+                    if !me.pointee.isDue && me.pointee.wantsAccess
+                        && MonotonicClock.now() &- me.pointee.since >= Self.fairnessBound {
+                        makeDue(me, &lane)
+                        refreshBits(&lane)
+                        handOn(&lane, &wake)
+                        if case .granted(let grant) = me.pointee.outcome { return .granted(grant) }
+                    }
+                    return .wait
+                }
+                wake.perform(on: self)
+                switch step {
+                case .granted(let grant):
+                    settle(me)
+                    return grant
+                case .compete:
+                    settle(me)
+                    qkshim_atomic_store32(me.pointee.parker.word, Parker.idle)
+                    switch want {
+                    case .completion: return .access // its writes have run
+                    case .runner: return nil // nothing left to run: the worker goes back to lingering
+                    case .read, .write:
+                        if tryFast(want) { return .access }
+                        if me.pointee.mayHelp && tryRunner() { return .runner }
+                    }
+                case .refused:
+                    return nil
+                case .wait:
+                    continue
+                }
+                break
+            }
+        }
+    }
+
+    /// A waiter that left the lane granted or woken leaves only once its word is set: the
+    /// waker sets it after releasing the lock, and the word lives on the waiter's stack.
+    @inline(__always)
+    private func settle(_ me: UnsafeMutablePointer<Waiter>) {
+        if !me.pointee.parker.isSet { _ = me.pointee.parker.park() }
+    }
+
+    /// The one place where a thread waits in this DB queue (a read behind a write, a write, a
+    /// flush, a destroy, the worker waiting for the queue).
+    ///
+    /// The cross-thread deadlock check hooks in here: `mayWait(for:)` may refuse the wait, and
+    /// the caller then leaves the lane under its lock having taken nothing (or, if it was
+    /// granted the queue concurrently, proceeds), and the call reports `EDEADLK`. Who holds the
+    /// queue is derivable from the frame chains: readers and writers run inside
+    /// `ExecutionContext.run(on: queue, …)` frames; a thread running asynchronous writes runs
+    /// them in such a frame too. Two other parks wait for nobody and stay outside: `settle`,
+    /// which only waits out a wake-up already decided, and the worker's idle poll.
+    private func wait(_ parker: Parker, for call: DBQueueCall, until deadline: UInt64) -> WaitResult {
+        guard mayWait(for: call) else { return .refused }
+        return parker.park(until: deadline, spin: false) ? .woken : .timedOut
+    }
+
+    /// The deadlock check's seam: false refuses the wait. No check exists yet.
+    @inline(__always)
+    private func mayWait(for call: DBQueueCall) -> Bool { true }
+
+    /// Under the lane's lock: take the queue now if `me` may (its writes have run, the queue is
+    /// free for it, and nobody due is ahead), or the runner's part if it needs writes run first.
+    private func takeUnderLock(_ me: UnsafeMutablePointer<Waiter>, _ lane: inout Lane) -> Grant? {
+        let current = state.load(ordering: .acquiring)
+        if current & Bits.due != 0 && !me.pointee.isDue { return nil }
+        if me.pointee.want != .runner && writesHaveRun(upTo: me.pointee.target, state: current) {
+            switch me.pointee.want {
+            case .read: return addReaders(1) ? .access : nil
+            case .write: return takeExclusive() ? .access : nil
+            case .runner: break
+            case .completion: return .access
+            }
+        }
+        if me.pointee.mayHelp || me.pointee.want == .runner, Bits.asyncCount(current) != 0, takeExclusive() {
+            return .runner
+        }
+        return nil
+    }
+
+    /// Marks `me` (a reader or writer) due: from now on nobody overtakes it.
+    private func makeDue(_ me: UnsafeMutablePointer<Waiter>, _ lane: inout Lane) {
+        me.pointee.isDue = true
+        lane.dueCount += 1
+    }
+
+    // MARK: Handing the queue on (all called with the lane locked)
+
+    /// Looks at the queue and the lane after anything changed and does what is due: wakes the
+    /// flushers whose writes have run; grants or wakes the next waiters; finds a thread to run
+    /// pending asynchronous writes.
+    ///
+    /// Waiters are granted the queue directly (it is theirs when they wake) when one is due or
+    /// the queue is closed to newcomers by a pending asynchronous write; otherwise they are only
+    /// woken and compete, so that the queue is never reserved for a thread that is not running.
+    private func handOn(_ lane: inout Lane, _ wake: inout Wakeups) {
+        guard !lane.waiters.isEmpty else { return }
+        let current = state.load(ordering: .acquiring)
+        let done = completed.load(ordering: .acquiring)
+        let noneQueued = Bits.asyncCount(current) == 0
+        func ready(_ waiter: UnsafeMutablePointer<Waiter>) -> Bool { noneQueued || waiter.pointee.target <= done }
+        // Flushers want no access: wake the satisfied ones.
+        for waiter in lane.waiters where waiter.pointee.want == .completion && ready(waiter) {
+            settleOutcome(waiter, .woken, &lane, &wake)
+        }
+        defer { refreshBits(&lane) }
+        if current & Bits.writer != 0 { return }
+        let closed = current & (Bits.due | Bits.asyncMask) != 0
+        let readersInside = current & Bits.readerMask != 0
+
+        // The waiter whose turn it is: the first due one, or else the first whose writes have run.
+        let head: UnsafeMutablePointer<Waiter>? = lane.dueCount > 0
+            ? lane.waiters.first { $0.pointee.isDue && $0.pointee.wantsAccess }
+            : lane.waiters.first { $0.pointee.wantsAccess && ready($0) }
+        if let head, ready(head) {
+            if head.pointee.want == .read {
+                func isReadyReader(_ waiter: UnsafeMutablePointer<Waiter>) -> Bool {
+                    waiter.pointee.want == .read && ready(waiter)
+                }
+                if closed {
+                    guard addReaders(lane.waiters.count(where: isReadyReader)) else { return }
+                }
+                while let reader = lane.waiters.first(where: isReadyReader) {
+                    settleOutcome(reader, closed ? .granted(.access) : .woken, &lane, &wake)
+                }
+            } else if !readersInside {
+                if closed {
+                    guard takeExclusive() else { return }
+                    settleOutcome(head, .granted(.access), &lane, &wake)
+                } else {
+                    settleOutcome(head, .woken, &lane, &wake)
+                }
+            }
+            return
+        }
+        guard !noneQueued else {
+            // Nothing to run: a worker waiting for the queue goes back to lingering.
+            if let worker = lane.waiters.first(where: { $0.pointee.want == .runner }) {
+                settleOutcome(worker, .woken, &lane, &wake)
+            }
+            return
+        }
+        // Asynchronous writes come first: a waiter that may run them does, else the worker.
+        guard !readersInside else { return }
+        let runner = lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && !ready($0) }
+            ?? lane.waiters.first { $0.pointee.want == .runner }
+        if let runner {
+            guard takeExclusive() else { return }
+            settleOutcome(runner, .granted(.runner), &lane, &wake)
+        } else {
+            wake.drainer = true
+        }
+    }
+
+    /// Takes `waiter` out of the lane with `outcome`; its wake-up happens after the unlock.
+    private func settleOutcome(_ waiter: UnsafeMutablePointer<Waiter>, _ outcome: Outcome,
+                               _ lane: inout Lane, _ wake: inout Wakeups) {
+        waiter.pointee.outcome = outcome
+        if waiter.pointee.isDue { lane.dueCount -= 1 }
+        lane.remove(waiter)
+        wake.append(waiter.pointee.parker)
+    }
+
+    /// Keeps the `parked` and `due` bits and `nextTarget` true to the lane.
+    private func refreshBits(_ lane: inout Lane) {
+        var wanted: UInt = 0
+        if !lane.waiters.isEmpty { wanted |= Bits.parked }
+        if lane.dueCount > 0 { wanted |= Bits.due }
+        var current = state.load(ordering: .relaxed)
+        while current & Bits.flags != wanted {
+            let (exchanged, original) = state.weakCompareExchange(
+                expected: current, desired: current & ~Bits.flags | wanted, ordering: .acquiringAndReleasing)
+            if exchanged { break }
+            current = original
+        }
+        nextTarget.store(lane.waiters.lazy.map { $0.pointee.target }.min() ?? .max, ordering: .releasing)
+    }
+
+    /// Counts `count` readers in, if no writer holds the queue.
+    private func addReaders(_ count: Int) -> Bool {
+        updateState(while: { $0 & Bits.writer == 0 }) { $0 &+ UInt(count) &* Bits.oneReader }
+    }
+
+    /// Takes the exclusivity if the queue is free, whatever the flags.
+    private func takeExclusive() -> Bool {
+        updateState(while: { $0 & (Bits.writer | Bits.readerMask) == 0 }) { $0 | Bits.writer }
+    }
+
+    // MARK: Leaving
+
+    /// The last reader leaves while the lane needs attention: it decrements under the lane's
+    /// lock, so that no thread can take the queue and free it (`destroy`) while it is still on
+    /// its way out.
+    @inline(never)
+    private func lastReaderLeaves() {
         #if QUEUEKIT_TESTING
         testHookBeforeLastReaderStarts?()
         #endif
-        let wake = lane.withLock { lane in
-            lane.lastReaderStartsNext = false
-            return lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
+        var wake = Wakeups()
+        lane.withLock { lane in
+            state.subtract(Bits.oneReader, ordering: .acquiringAndReleasing)
+            handOn(&lane, &wake)
         }
         wake.perform(on: self)
     }
 
-    // MARK: Writers
+    @inline(never)
+    private func releaseWriteSlow() {
+        var wake = Wakeups()
+        lane.withLock { lane in
+            state.bitwiseAnd(~Bits.writer, ordering: .acquiringAndReleasing)
+            handOn(&lane, &wake)
+        }
+        wake.perform(on: self)
+    }
 
-    private func acquireWrite() {
-        Parker.withParker { parker in
-            let (mustWait, wake) = lane.withLock { lane -> (Bool, Wake) in
-                lane.issued += 1
-                if !lane.writerActive && lane.pending.isEmpty
-                    && state.compareExchange(expected: 0, desired: Self.gate, ordering: .acquiringAndReleasing).exchanged
-                {
-                    lane.writerActive = true
-                    return (false, Wake())
-                }
-                lane.pending.append(.sync(parker))
-                closeGate(&lane)
-                // The readers may all have left before the gate closed, and then nobody else
-                // starts the next write: do it here (it may be ours, or an earlier one).
-                var wake = lane.writerActive ? Wake() : startNext(&lane, inDrainer: false)
-                if let index = wake.parkers.firstIndex(where: { $0.word == parker.word }) {
-                    wake.parkers.remove(at: index)
-                    return (false, wake)
-                }
-                return (true, wake)
+    /// A reader that ran the asynchronous writes it needed turns its exclusivity into a read,
+    /// letting in the waiting readers whose writes have run with it.
+    private func downgrade() {
+        let current = state.load(ordering: .relaxed)
+        if current & (Bits.parked | Bits.due) == 0,
+           state.compareExchange(expected: current, desired: current &- Bits.writer &+ Bits.oneReader,
+                                 ordering: .acquiringAndReleasing).exchanged {
+            return
+        }
+        var wake = Wakeups()
+        lane.withLock { lane in
+            state.add(Bits.oneReader &- Bits.writer, ordering: .acquiringAndReleasing)
+            handOn(&lane, &wake)
+        }
+        wake.perform(on: self)
+    }
+
+    // MARK: Running asynchronous writes
+
+    /// Holding the exclusivity, runs pending asynchronous writes in order: a helper up to its
+    /// `target` (only writes submitted before its call began), the worker until none is left or
+    /// a waiter's writes have all run (it then lets that waiter go first). Flushers whose writes
+    /// have run are woken on the way.
+    ///
+    /// The writes that ran are published (counted in `completed`, taken off the state, their
+    /// nodes recycled) in batches of up to `publishBatch`, and whenever a waiter's target is
+    /// reached: submitters and the runner then touch the shared lines once per batch instead of
+    /// once per write. Until a batch is published the queue stays closed to newcomers, which only
+    /// makes them wait for a write that already ran.
+    private func runAsyncWrites(upTo target: UInt64, isDrainer: Bool) {
+        var done = completed.load(ordering: .relaxed)
+        var unpublished: UInt = 0
+        var available: UInt = 0
+        defer { publish(&unpublished, done: done) }
+        while done < target {
+            if available == 0 {
+                publish(&unpublished, done: done)
+                available = Bits.asyncCount(state.load(ordering: .acquiring))
+                if available == 0 { return }
             }
-            wake.perform(on: self)
-            if mustWait { _ = parker.park() }
-        }
-    }
-
-    private func releaseWrite() {
-        let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: false) }
-        wake.perform(on: self)
-    }
-
-    /// Runs queued asynchronous writes one after another for as long as they are next in line.
-    private func drain(_ first: CWork) {
-        var next: CWork? = first
-        while let work = next {
+            let work = writes.pop()
             ExecutionContext.run(on: queue, exclusive: true, outer: nil) { work() }
-            let wake = lane.withLock { lane in finishWrite(&lane, inDrainer: true) }
-            wake.unparkAll()
-            next = wake.asyncWork
-        }
-    }
-
-    // MARK: The lane (always called with `lane` locked)
-
-    /// A write finished: count it, let in the flushers and readers it satisfies, start the next.
-    private func finishWrite(_ lane: inout Lane, inDrainer: Bool) -> Wake {
-        lane.writerActive = false
-        lane.completed += 1
-        var wake = Wake()
-        let completed = lane.completed
-        // The emptiness checks matter: `removeAll(where:)` and `+=` reallocate even an empty
-        // array, which cost every uncontended write hundreds of instructions and two mallocs.
-        if !lane.flushWaiters.isEmpty {
-            lane.flushWaiters.removeAll { waiter in
-                guard waiter.target <= completed else { return false }
-                wake.parkers.append(waiter.parker)
-                return true
+            done &+= 1
+            available -= 1
+            unpublished += 1
+            if done >= nextTarget.load(ordering: .relaxed) {
+                publish(&unpublished, done: done)
+                if serveWaiters(isDrainer: isDrainer) { return }
+            } else if unpublished >= Self.publishBatch {
+                publish(&unpublished, done: done)
             }
         }
-        admitReaders(&lane, upTo: completed, into: &wake)
-        let next = startNext(&lane, inDrainer: inDrainer)
-        if !next.parkers.isEmpty { wake.parkers += next.parkers }
-        wake.asyncWork = next.asyncWork
-        wake.needsDrainer = next.needsDrainer
-        return wake
     }
 
-    /// Counts in the waiting readers whose writes have all run, and queues their wake-up.
-    private func admitReaders(_ lane: inout Lane, upTo completed: UInt64, into wake: inout Wake) {
-        guard !lane.waitingReaders.isEmpty else { return }
-        lane.waitingReaders.removeAll { waiter in
-            guard waiter.target <= completed else { return false }
-            state.wrappingAdd(Self.oneReader, ordering: .acquiringAndReleasing)
-            wake.parkers.append(waiter.parker)
-            return true
+    private static let publishBatch: UInt = 64
+
+    /// Counts `count` writes that ran in `completed` (now `done`) and takes them off the state,
+    /// flagged so that `asyncTarget` never reads the pair half-updated.
+    @inline(__always)
+    private func publish(_ count: inout UInt, done: UInt64) {
+        guard count != 0 else { return }
+        state.add(Bits.publishing, ordering: .sequentiallyConsistent)
+        completed.store(done, ordering: .sequentiallyConsistent)
+        state.subtract(count &* Bits.oneAsync &+ Bits.publishing, ordering: .sequentiallyConsistent)
+        count = 0
+        writes.recycle()
+    }
+
+    /// Wakes the flushers whose writes have run; true when the worker should stop because a
+    /// reader or writer waiting in the lane may now go.
+    private func serveWaiters(isDrainer: Bool) -> Bool {
+        var wake = Wakeups()
+        let stop = lane.withLock { lane -> Bool in
+            let current = state.load(ordering: .acquiring)
+            for waiter in lane.waiters where waiter.pointee.want == .completion
+                && writesHaveRun(upTo: waiter.pointee.target, state: current) {
+                settleOutcome(waiter, .woken, &lane, &wake)
+            }
+            refreshBits(&lane)
+            return isDrainer && lane.waiters.contains {
+                $0.pointee.wantsAccess && writesHaveRun(upTo: $0.pointee.target, state: current)
+            }
+        }
+        wake.perform(on: self)
+        return stop
+    }
+
+    /// A flush on a thread that may not help: waits until `completed` reaches `target`.
+    private func waitForCompletion(of target: UInt64) -> Bool {
+        Parker.withParker { parker in
+            withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer -> Bool in
+                let me = buffer.baseAddress!
+                me.initialize(to: Waiter(want: .completion, call: .flush, mayHelp: false, target: target,
+                                         since: MonotonicClock.now(), parker: parker))
+                defer { me.deinitialize(count: 1) }
+                return waitInLane(me) != nil
+            }
         }
     }
 
-    /// Closes the gate for a write just queued. Readers already inside make the one that leaves
-    /// last responsible for starting the next write.
-    private func closeGate(_ lane: inout Lane) {
-        let before = state.bitwiseOr(Self.gate, ordering: .acquiringAndReleasing).oldValue
-        if before & Self.gate == 0 && before != 0 { lane.lastReaderStartsNext = true }
+    private func startDrainer() {
+        if drainer.compareExchange(expected: Self.drainerIdle, desired: Self.drainerActive,
+                                   ordering: .sequentiallyConsistent).exchanged {
+            writer.async { self.drain() }
+        }
     }
 
-    /// No write is running: start the next one if no reader is inside, or open the gate when
-    /// none is pending.
-    private func startNext(_ lane: inout Lane, inDrainer: Bool) -> Wake {
-        var wake = Wake()
-        guard let item = lane.pending.first else {
-            state.bitwiseAnd(~Self.gate, ordering: .acquiringAndReleasing)
-            admitReaders(&lane, upTo: .max, into: &wake)
-            return wake
+    /// Makes sure a worker runs soon: starts one, or (`start: false` only) wakes the lingering one.
+    fileprivate func wakeDrainer(start: Bool = true) {
+        if drainer.load(ordering: .sequentiallyConsistent) == Self.drainerIdle {
+            if start { startDrainer() }
+        } else {
+            Parker(word: drainerWord).unpark()
         }
-        // With the gate closed the reader count only falls, and the decrement that empties it
-        // sees the gate and calls `lastReaderLeft`: leave the start to that reader. A count seen
-        // as zero is not enough: the last reader may have left without having started it yet.
-        if lane.lastReaderStartsNext { return wake }
-        guard state.load(ordering: .acquiring) & ~Self.gate == 0 else {
-            lane.lastReaderStartsNext = true
-            return wake
-        }
-        lane.pending.removeFirst()
-        lane.writerActive = true
-        switch item {
-        case .sync(let parker):
-            wake.parkers.append(parker)
-        case .async(let work):
-            wake.asyncWork = work
-            wake.needsDrainer = !inDrainer
-        }
-        return wake
     }
 
-    deinit {
-        if brokenByFork.load(ordering: .relaxed) { return }
-        let idle = lane.withLock { $0.pending.isEmpty && !$0.writerActive }
-        Swift.precondition(idle, "QueueKit: a DBQueue was freed with writes pending")
+    /// The worker: runs the pending asynchronous writes, then waits a poll (1 ms) for more to
+    /// gather, so that a stream of writes nobody waits for is run in batches; after a few empty
+    /// polls it ends. Threads that need it sooner wake it.
+    private func drain() {
+        let parker = Parker(word: drainerWord)
+        var idlePolls = 0
+        while true {
+            qkshim_atomic_store32(drainerWord, Parker.idle)
+            if Bits.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0 {
+                idlePolls = 0
+                if tryRunner() || acquireSlow(.runner, call: .worker, target: .max) {
+                    runAsyncWrites(upTo: .max, isDrainer: true)
+                    releaseWrite()
+                }
+                // Caught up (or a waiter went first): let the next writes gather for a poll
+                // instead of taking them one by one as they come, unless a thread that may not
+                // run them itself needs them sooner (it sets the word).
+                _ = parker.park(until: MonotonicClock.now() &+ Self.drainerPoll, spin: false)
+                continue
+            }
+            if closing.load(ordering: .acquiring) || idlePolls >= Self.drainerLingerPolls {
+                drainer.store(Self.drainerIdle, ordering: .sequentiallyConsistent)
+                // A write submitted meanwhile saw the worker active and started none.
+                if Bits.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0,
+                   drainer.compareExchange(expected: Self.drainerIdle, desired: Self.drainerActive,
+                                           ordering: .sequentiallyConsistent).exchanged {
+                    continue
+                }
+                return
+            }
+            idlePolls += 1
+            _ = parker.park(until: MonotonicClock.now() &+ Self.drainerPoll, spin: false)
+        }
     }
 }
 
@@ -393,23 +871,24 @@ extension DBQueue {
         if brokenByFork.load(ordering: .relaxed) { throw .notRecoverable }
     }
 
-    /// The threads that were inside the queue or waiting for it at the fork are gone: forget them.
-    /// The queue stays usable when no write was running or pending; otherwise the pending writes
-    /// are dropped (they never run here) and the queue is marked unusable. A lane lock still held
-    /// at the fork (by a thread in the middle of queueing or finishing a write) means the same.
+    /// The threads that were inside the queue, waiting for it or running its writes at the fork
+    /// are gone: forget them. The queue stays usable when no write was running, pending or
+    /// waiting; otherwise the pending writes are dropped (they never run here) and the queue is
+    /// marked unusable. A lane lock still held at the fork (by a thread in the middle of handing
+    /// the queue on) means the same.
     private func adoptFork() {
         let hold = ExecutionContext.hold(of: queue)
         let usable = lane.withLockIfAvailable { lane -> Bool in
-            let quiet = !lane.writerActive && lane.pending.isEmpty
-            lane.pending = FIFO()
-            lane.waitingReaders.removeAll()
-            lane.flushWaiters.removeAll()
-            lane.lastReaderStartsNext = false
+            let current = state.load(ordering: .acquiring)
+            let writing = current & Bits.writer != 0 && hold != .exclusive
+            let quiet = !writing && Bits.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
+            lane.waiters.removeAll()
+            lane.dueCount = 0
+            nextTarget.store(.max, ordering: .relaxed)
+            drainer.store(Self.drainerIdle, ordering: .relaxed)
             // Only this thread's own read or write survives, and it will end as usual.
-            lane.writerActive = hold == .exclusive
-            lane.completed = lane.issued - (lane.writerActive ? 1 : 0)
             state.store(
-                hold == .exclusive ? Self.gate : hold == .shared ? Self.oneReader : 0, ordering: .releasing)
+                hold == .exclusive ? Bits.writer : hold == .shared ? Bits.oneReader : 0, ordering: .releasing)
             return quiet
         }
         if usable != true { brokenByFork.store(true, ordering: .relaxed) }
@@ -419,78 +898,143 @@ extension DBQueue {
     }
 }
 
-/// A write waiting in the lane: a thread parked in `write`, or queued work.
-private enum PendingWrite: @unchecked Sendable {
-    case sync(Parker)
-    case async(CWork)
+/// The calls that wait in a DB queue, as a deadlock report names them.
+enum DBQueueCall {
+    case read, write, flush, destroy
+    /// The queue's worker, waiting to run asynchronous writes.
+    case worker
 }
 
-/// A thread parked until the writes up to `target` have run.
-private struct Waiter: @unchecked Sendable {
+/// The layout of `DBQueue.state`.
+private enum Bits {
+    /// A thread holds the queue exclusively: a writer, or a thread running asynchronous writes.
+    static let writer: UInt = 1
+    /// A waiter has waited past the fairness bound: nobody enters without the lane.
+    static let due: UInt = 2
+    /// Threads wait in the lane: whoever frees the queue looks at it.
+    static let parked: UInt = 4
+    static let flags: UInt = due | parked
+    /// Readers inside, in bits 3…30.
+    static let oneReader: UInt = 8
+    static let readerMask: UInt = 0x7FFF_FFF8
+    /// The runner is publishing writes that ran (`DBQueue.publish`).
+    static let publishing: UInt = 1 << 31
+    /// Asynchronous writes submitted and not yet run, in bits 32…63: while any is pending,
+    /// nobody enters without the lane (nothing overtakes a submitted write).
+    static let oneAsync: UInt = 1 << 32
+    static let asyncMask: UInt = 0xFFFF_FFFF_0000_0000
+
+    static let closedToReaders = writer | due | asyncMask
+    /// What makes the last reader leave through the lane.
+    static let needsLane = parked | due | asyncMask
+
+    @inline(__always)
+    static func asyncCount(_ state: UInt) -> UInt { state >> 32 }
+}
+
+/// What a waiter waits for.
+private enum Want {
+    case read, write
+    /// The worker: the exclusivity, to run asynchronous writes.
+    case runner
+    /// A flush that may not help: no access, only its writes run.
+    case completion
+}
+
+/// What a waiter was handed.
+private enum Grant: Equatable {
+    /// What it wanted.
+    case access
+    /// The exclusivity, to run the asynchronous writes it needs first.
+    case runner
+}
+
+private enum Outcome {
+    case waiting
+    /// Woken to compete for the queue again (a flusher: its writes have run).
+    case woken
+    case granted(Grant)
+}
+
+private enum WaitResult { case woken, timedOut, refused }
+
+private enum Step {
+    case granted(Grant), compete, refused, wait
+}
+
+/// A waiting thread's record, on its stack while it waits; the lane points at it.
+///
+/// The wake-up is a `Parker` word. A suspended task would keep a continuation here instead, and
+/// be only woken, never granted (`.woken`): it acquires when it resumes, and since it re-enters
+/// with its first arrival time (`since`), it keeps its place in line and becomes due like a
+/// thread.
+private struct Waiter {
+    let want: Want
+    let call: DBQueueCall
+    /// The thread holds nothing else of QueueKit's: it may run asynchronous writes.
+    let mayHelp: Bool
+    /// `completed` must reach this before it may have access.
     let target: UInt64
+    /// When the call arrived: the lane is ordered by it and the fairness bound counts from it.
+    let since: UInt64
+    var isDue = false
+    var outcome = Outcome.waiting
     let parker: Parker
+
+    init(want: Want, call: DBQueueCall, mayHelp: Bool, target: UInt64, since: UInt64, parker: Parker) {
+        self.want = want
+        self.call = call
+        self.mayHelp = mayHelp
+        self.target = target
+        self.since = since
+        self.parker = parker
+    }
+
+    var wantsAccess: Bool { want == .read || want == .write }
 }
 
-/// The state behind `DBQueue.lane`.
-private struct Lane: @unchecked Sendable {
-    var pending = FIFO<PendingWrite>()
-    var writerActive = false
-    /// Writes submitted and writes completed, since creation.
-    var issued: UInt64 = 0
-    var completed: UInt64 = 0
-    var waitingReaders: [Waiter] = []
-    var flushWaiters: [Waiter] = []
-    /// A write is due while readers are (or were just) inside: the reader whose decrement empties
-    /// the count starts it, in `lastReaderLeft`; until then nobody else does. True exactly when
-    /// the gate is closed, no write runs, and such a reader exists or is on its way to the lock.
-    var lastReaderStartsNext = false
+/// The state behind `DBQueue.lane`: the waiters in arrival order.
+private struct Lane {
+    var waiters: [UnsafeMutablePointer<Waiter>] = []
+    /// Waiters that are due.
+    var dueCount = 0
+
+    init() { waiters.reserveCapacity(16) }
+
+    mutating func insert(_ waiter: UnsafeMutablePointer<Waiter>) {
+        let since = waiter.pointee.since
+        var index = waiters.count
+        while index > 0 && waiters[index - 1].pointee.since > since { index -= 1 }
+        waiters.insert(waiter, at: index)
+    }
+
+    mutating func remove(_ waiter: UnsafeMutablePointer<Waiter>) {
+        if let index = waiters.firstIndex(of: waiter) { waiters.remove(at: index) }
+    }
 }
 
-/// What to do once the lane's lock is released: threads to wake, and asynchronous work that
-/// became due.
-private struct Wake: @unchecked Sendable {
-    var parkers: [Parker] = []
-    var asyncWork: CWork?
-    var needsDrainer = false
+/// Wake-ups to do once the lane's lock is released. The first two are kept inline: most
+/// hand-offs wake one thread, and the contended paths should not allocate.
+private struct Wakeups {
+    private var first: Parker?
+    private var second: Parker?
+    private var more: [Parker] = []
+    var drainer = false
 
-    func unparkAll() { parkers.forEach { $0.unpark() } }
+    mutating func append(_ parker: Parker) {
+        if first == nil {
+            first = parker
+        } else if second == nil {
+            second = parker
+        } else {
+            more.append(parker)
+        }
+    }
 
     func perform(on db: DBQueue) {
-        unparkAll()
-        if needsDrainer, let work = asyncWork {
-            db.startDrainer(work)
-        }
-    }
-}
-
-extension DBQueue {
-    fileprivate func startDrainer(_ work: CWork) {
-        writer.async { self.drain(work) }
-    }
-}
-
-/// A first-in, first-out buffer that reuses its storage.
-struct FIFO<Element> {
-    private var storage: [Element] = []
-    private var head = 0
-
-    var isEmpty: Bool { head == storage.count }
-    var count: Int { storage.count - head }
-    var first: Element? { isEmpty ? nil : storage[head] }
-
-    mutating func append(_ element: Element) { storage.append(element) }
-
-    @discardableResult
-    mutating func removeFirst() -> Element {
-        let element = storage[head]
-        head += 1
-        if head == storage.count {
-            storage.removeAll(keepingCapacity: true)
-            head = 0
-        } else if head >= 64 && head * 2 >= storage.count {
-            storage.removeFirst(head)
-            head = 0
-        }
-        return element
+        first?.unpark()
+        second?.unpark()
+        for parker in more { parker.unpark() }
+        if drainer { db.wakeDrainer() }
     }
 }

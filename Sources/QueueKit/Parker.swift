@@ -66,9 +66,10 @@ struct Parker {
     }
 
     /// Waits until `unpark` or the deadline. Returns true when unparked, false at the deadline.
-    func park(until deadline: UInt64 = MonotonicClock.forever) -> Bool {
+    /// `spin: false` goes to sleep at once (for a waiter that already spun on what it waits for).
+    func park(until deadline: UInt64 = MonotonicClock.forever, spin: Bool = true) -> Bool {
         var futileWakeups = 0
-        return park(until: deadline, futileWakeups: &futileWakeups)
+        return park(until: deadline, futileWakeups: &futileWakeups, spin: spin)
     }
 
     /// As `park(until:)`, also counting the kernel wake-ups after which the word was still not
@@ -95,25 +96,32 @@ struct Parker {
         }
     }
 
-    /// Polls the word for at most `spinBudget` (and not past `deadline`): first, if `pureSpin`,
-    /// for `pureSpinBudget` with a CPU hint between polls, then yielding the CPU. True when it
-    /// was set.
+    /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set.
     @inline(__always)
     func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
+        Self.spin(until: deadline, pureSpin: pureSpin) { isSet }
+    }
+
+    /// The spin policy of every QueueKit waiter: polls `condition` for at most `spinBudget` (and
+    /// not past `deadline`), first, if `pureSpin`, for `pureSpinBudget` with a CPU hint between
+    /// polls, then yielding the CPU between polls. True as soon as `condition` holds.
+    @inline(__always)
+    static func spin(until deadline: UInt64 = MonotonicClock.forever, pureSpin: Bool = true,
+                     _ condition: () -> Bool) -> Bool {
         let start = MonotonicClock.now()
-        let end = min(deadline, start &+ Self.spinBudget)
-        let pureEnd = min(end, start &+ (pureSpin ? Self.pureSpinBudget : 0))
+        let end = min(deadline, start &+ spinBudget)
+        let pureEnd = min(end, start &+ (pureSpin ? pureSpinBudget : 0))
         var polls: UInt32 = 0
         while true {
-            if isSet { return true }
+            if condition() { return true }
             qkshim_cpu_relax()
             polls &+= 1
             if polls & 15 == 0 && MonotonicClock.now() >= pureEnd { break }
         }
         while MonotonicClock.now() < end {
-            if isSet { return true }
+            if condition() { return true }
             sched_yield()
         }
-        return isSet
+        return condition()
     }
 }

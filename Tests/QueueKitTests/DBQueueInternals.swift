@@ -11,6 +11,12 @@ enum DBQueueInternals {
     /// Writes queued and not started yet: a writer that is really waiting shows here.
     static func pendingWrites(_ db: OpaquePointer) -> Int { object(db).pendingWriteCount }
 
+    /// The queue's state, for failure messages.
+    static func debugState(_ db: OpaquePointer) -> String { object(db).debugState }
+
+    /// Readers and writers waiting in the lane.
+    static func waitingCalls(_ db: OpaquePointer) -> Int { object(db).waitingCallCount }
+
     /// Installs the hook the last reader calls after it left and before it starts a due write.
     static func setHookBeforeLastReaderStarts(_ db: OpaquePointer, _ hook: (() -> Void)?) {
         object(db).testHookBeforeLastReaderStarts = hook

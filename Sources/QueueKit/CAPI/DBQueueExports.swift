@@ -33,7 +33,7 @@ public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPoi
 public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
-        try db.withWriteAccess(db.writeRoute()) { work(context) }
+        try db.withWriteAccess(db.enterWrite()) { work(context) }
     }
 }
 
