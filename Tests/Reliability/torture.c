@@ -145,7 +145,7 @@ struct model {
 };
 
 /* Whether the library's cross-thread deadlock detection sees the DB queue's waits. */
-#define DB_WAITS_DETECTED 0
+#define DB_WAITS_DETECTED 1
 
 /* The phase without a resource order (see the top of the file). */
 static bool unordered_phase;
