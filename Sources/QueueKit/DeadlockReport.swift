@@ -60,6 +60,7 @@ enum DeadlockReport {
         case .none: return "nothing"
         case .queueSync, .queueBarrierSync: return wait.queue.map { describe($0.takeUnretainedValue()) } ?? "a queue"
         case .lock, .lockWhen: return wait.lock?.diagnosticName ?? "a condition lock"
+        case .dbQueue: return wait.queue.map { describe($0.takeUnretainedValue()) } ?? "a DB queue"
         }
     }
 
@@ -112,7 +113,7 @@ enum DeadlockReport {
         switch wait.kind {
         case .none:
             return "nothing"
-        case .queueSync, .queueBarrierSync:
+        case .queueSync, .queueBarrierSync, .dbQueue:
             let holders = graph.holders(of: record, evenIfTimed: true)
             if !holders.isEmpty { return holders.map { names[$0.number] ?? $0.displayName }.joined(separator: ", ") }
             return "the blocks running on it (no waiting thread holds it)"

@@ -29,6 +29,8 @@ final class ThreadRecord: @unchecked Sendable {
     /// What the thread waits for, while `waitState` is not `idle`. Written by the thread itself
     /// (before it publishes), read by other threads only while they have it pinned.
     @exclusivity(unchecked) var wait = PublishedWait()
+    /// The report of a refused wait whose call has not given up yet (only the thread touches it).
+    var pendingRefusal: String?
 
     private init() {
         number = qkshim_thread_id()
@@ -49,6 +51,11 @@ final class ThreadRecord: @unchecked Sendable {
             return Unmanaged<ThreadRecord>.fromOpaque(record).takeUnretainedValue()
         }
         return makeCurrent()
+    }
+
+    /// The calling thread's record if it has one.
+    static var currentIfAny: ThreadRecord? {
+        qkshim_record_get().map { Unmanaged<ThreadRecord>.fromOpaque($0).takeUnretainedValue() }
     }
 
 

@@ -24,6 +24,9 @@ enum WaitKind: UInt8 {
     case lock
     /// A condition lock's `lock_when` (`detail` is the waiter, for the wanted value).
     case lockWhen
+    /// A DB queue's read, write, flush or destroy, or its worker (`queue` is the DB queue's
+    /// identity queue, `db` the DB queue, `detail` the waiter's parker word).
+    case dbQueue
 }
 
 /// What a waiting thread published about its wait: plain values only (no reference counting on
@@ -36,7 +39,10 @@ struct PublishedWait {
     var queue: Unmanaged<Queue>?
     /// The condition lock waited for, unretained: the waiting call keeps it alive.
     unowned(unsafe) var lock: (any InspectableLock)?
-    /// `lock_when`: the lock's waiter record on the waiting thread's stack (the wanted value).
+    /// The DB queue waited for, unretained: the waiting call keeps it alive.
+    unowned(unsafe) var db: DBQueue?
+    /// `lock_when`: the lock's waiter record on the waiting thread's stack (the wanted value); a
+    /// DB queue wait: the waiter's parker word.
     var detail: UnsafeRawPointer?
     /// Absolute deadline; `MonotonicClock.forever` for an untimed wait.
     var deadline = MonotonicClock.forever
@@ -240,6 +246,14 @@ enum WaitRegistry {
         Diagnostics.deadlockHandler.call(report)
     }
 
+    /// Delivers the refusal a wait of the calling thread left in its record (a DB queue's, whose
+    /// refusal becomes final only once the waiter has left the lane without being granted).
+    static func deliverPendingRefusal() {
+        guard let record = ThreadRecord.currentIfAny, let report = record.pendingRefusal else { return }
+        record.pendingRefusal = nil
+        deliver(report)
+    }
+
     // MARK: Reading other threads' waits
 
     /// Pins every waiting record but `me`; the caller holds the detector lock.
@@ -291,6 +305,15 @@ struct WaitGraph {
         case .lock, .lockWhen:
             guard let owner = wait.lock?.holderNumber, owner != 0, owner != waiter.number else { return [] }
             return nodes.filter { $0.number == owner }
+        case .dbQueue:
+            // Granted or woken waiters no longer wait; the DB queue is held by every thread
+            // inside it (a read, a write, asynchronous writes being run).
+            guard let identity = wait.queue?.takeUnretainedValue(), let db = wait.db, let word = wait.detail,
+                  db.isWaitingInLane(parkerWord: word)
+            else { return [] }
+            return nodes.filter { node in
+                node !== waiter && node.wait.frame.map { ExecutionContext.hold(of: identity, from: $0) != .none } ?? false
+            }
         }
     }
 

@@ -329,6 +329,66 @@ struct DeadlockTests {
         #expect(outcomes.runs.contains("barrier"))
     }
 
+    @Test("a DB-queue reader syncing onto a queue whose block writes the DB queue")
+    func readerSyncsOntoAWritingBlock() {
+        let tag = unique("db-reader")
+        let db = tag.withCString { qk_dbqueue_create($0) }!
+        let queue = CQueue.create("\(tag).q")
+        defer { queue.release(); _ = qk_dbqueue_destroy(db) }
+        let handle = Unchecked(db)
+        let meet = Rendezvous(parties: 2)
+        let outcomes = Outcomes()
+        let reader = spawn {
+            name("db-reader")
+            outcomes.record("read", callC({
+                _ = meet.arrive()
+                outcomes.record("read→sync", queue.sync { outcomes.didRun("sync") })
+            }) { qk_dbqueue_read(handle.value, $0, $1) })
+        }
+        let writer = spawn {
+            name("db-writer")
+            outcomes.record("block", queue.sync {
+                _ = meet.arrive()
+                outcomes.record("block→write", callC({ outcomes.didRun("write") }) { qk_dbqueue_write(handle.value, $0, $1) })
+            })
+        }
+        #expect(waits(for: reader) && waits(for: writer))
+        #expect(outcomes.refusedCount == 1, "statuses: \(outcomes.all)")
+        #expect(outcomes.runs.count == 1)
+        let report = ReportLog.shared.reports(mentioning: tag).first ?? ""
+        #expect(report.contains("DB queue \"\(tag)\""), "\(report)")
+        #expect(report.contains("serial queue \"\(tag).q\""), "\(report)")
+    }
+
+    @Test("a block flushing a DB queue whose pending async write syncs back onto that block's queue: the write still runs")
+    func flushWhoseWriteSyncsBack() {
+        let tag = unique("db-flush")
+        let db = tag.withCString { qk_dbqueue_create($0) }!
+        let queue = CQueue.create("\(tag).q")
+        defer { queue.release(); _ = qk_dbqueue_destroy(db) }
+        let handle = Unchecked(db)
+        let outcomes = Outcomes()
+        let writeDone = DispatchSemaphore(value: 0)
+        let blockThread = spawn {
+            name("flusher")
+            outcomes.record("block", queue.sync {
+                outcomes.record("write_async", callCAsync({
+                    outcomes.record("write→sync", queue.sync { outcomes.didRun("inner sync") })
+                    outcomes.didRun("async write")
+                    writeDone.signal()
+                }) { qk_dbqueue_write_async(handle.value, $0, $1) })
+                outcomes.record("flush", qk_dbqueue_flush(handle.value))
+            })
+        }
+        #expect(waits(for: blockThread) && waits(for: writeDone))
+        #expect(qk_dbqueue_flush(db) == 0)
+        let statuses = outcomes.all
+        #expect(outcomes.refusedCount == 1, "statuses: \(statuses)")
+        #expect(outcomes.runs.contains("async write"), "nothing lost: the write ran")
+        #expect(statuses["flush"] == EDEADLK || statuses["write→sync"] == EDEADLK)
+        #expect(ReportLog.shared.reports(mentioning: tag).count == 1)
+    }
+
     // MARK: Not cycles: never refused
 
     @Test("a chain of waits on busy queues is never refused")
