@@ -118,6 +118,15 @@ protocol InspectableLock: AnyObject {
 /// the detector lock, so it runs either before or after any other search; if an earlier search
 /// refused a member, the ring is broken and nothing is left to refuse.
 ///
+/// ## A barrier closes rings it is not part of
+/// A `barrier_sync` onto a concurrent queue adds edges for other threads: every plain `sync` onto
+/// that queue not yet let in now waits for the queue's running blocks. Its search therefore also
+/// looks for a ring through any such waiting `sync` (`WaitGraph.cycleClosedByBarrier`) and, if
+/// one exists, refuses the barrier before dispatch ever sees it. The ordering argument is the
+/// same: the barrier counts itself (`barriersSubmitted`) before it publishes, so a `sync` that
+/// publishes later sees the barrier and finds the ring through itself, and one that published
+/// earlier is seen by the barrier's search.
+///
 /// ## Skipping the search
 /// The first edge of a ring from the new waiter W leads to a *waiting* holder of what W waits
 /// for. W may skip the search when, after its increment, no such holder can be waiting: for a
@@ -231,7 +240,8 @@ enum WaitRegistry {
             defer { unpin(others) }
             stamp(others, now: qkshim_now_coarse_ns())
             let nodes = others + [me]
-            guard let ring = WaitGraph(nodes: nodes).cycle(through: me) else { return nil }
+            let graph = WaitGraph(nodes: nodes)
+            guard let ring = graph.cycle(through: me) ?? graph.cycleClosedByBarrier(of: me) else { return nil }
             let report = DeadlockReport.refusal(ring: ring, nodes: nodes)
             // Leave the wait before any other search can run: exactly one refusal per cycle.
             me.waitState.store(WaitState.idle, ordering: .releasing)
@@ -330,6 +340,24 @@ struct WaitGraph {
             ancestor = serial.target
         }
         return false
+    }
+
+    /// A barrier on a concurrent queue also makes waits of *other* threads: every plain `sync`
+    /// onto the queue that dispatch has not let run yet now waits behind it, for the blocks the
+    /// barrier waits for. So the barrier can close a ring it is not part of (a thread inside the
+    /// queue waiting for what a plain `sync`-er holds). Such a ring goes through one of those
+    /// `sync`-ers; the barrier's `barrier_sync` is then refused before it is submitted:
+    /// `[barrier's thread] + the ring`.
+    func cycleClosedByBarrier(of waiter: ThreadRecord) -> [ThreadRecord]? {
+        let wait = waiter.wait
+        guard wait.kind == .queueBarrierSync, !wait.isTimed, let queue = wait.queue, !queue.takeUnretainedValue().isSerial
+        else { return nil }
+        for node in nodes where node !== waiter && node.wait.kind == .queueSync && !node.wait.isTimed
+            && node.wait.queue?.toOpaque() == queue.toOpaque()
+        {
+            if let ring = cycle(through: node) { return [waiter] + ring }
+        }
+        return nil
     }
 
     /// A ring of waits from `start` back to it: `[start, holder of start's wait, …]`, each
