@@ -306,20 +306,24 @@ QK_EXPORT qk_dbqueue_t *qk_dbqueue_create(const char *label);
  *  lost), then frees the queue. EBUSY (nothing done) when called inside a block of this queue;
  *  EINVAL for NULL/wrong type. Using the handle after destroy began is the caller's bug. In a
  *  forked child, a queue that was being written or had writes pending at the fork is freed
- *  without running them. */
+ *  without running them. EDEADLK (nothing done, the queue stays usable) when waiting for those
+ *  blocks would close a cycle of waiting threads (section 4). */
 QK_EXPORT int qk_dbqueue_destroy(qk_dbqueue_t *db);
 
 /** Runs `work(context)` now, concurrently with other reads and never with a write. A read that is
  *  not nested in a block of this queue sees every write submitted before the call began. Inside a
  *  read or write of this queue (also through sync hops via other queues) it runs inline.
  *  EINVAL: NULL/wrong-type db, NULL work. ENOTRECOVERABLE (nothing run) in a forked child on a
- *  queue that was being written or had writes pending at the fork, as write and flush. */
+ *  queue that was being written or had writes pending at the fork, as write and flush. EDEADLK
+ *  (nothing run) when it would have to wait behind a write and that wait would close a cycle of
+ *  waiting threads (section 4). */
 QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Runs `work(context)` now, exclusively; a write that is not nested runs after every write
  *  submitted before it. Inside a write (at any depth, also with reads nested in between) it runs
  *  inline. Inside a read and no write it returns EDEADLK and runs nothing: the upgrade would
- *  deadlock. EINVAL: NULL/wrong-type db, NULL work. */
+ *  deadlock; also EDEADLK (nothing run) when its wait would close a cycle of waiting threads
+ *  (section 4). EINVAL: NULL/wrong-type db, NULL work. */
 QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once (lock-free).
@@ -331,7 +335,8 @@ QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_functio
 
 /** Waits until every write submitted before the call has run (running them itself when its
  *  thread holds nothing else of QueueKit's, see qk_dbqueue_t). EDEADLK inside a block of this
- *  queue; EINVAL for NULL/wrong type. */
+ *  queue, or when its wait would close a cycle of waiting threads (section 4; the writes still
+ *  run); EINVAL for NULL/wrong type. */
 QK_EXPORT int qk_dbqueue_flush(qk_dbqueue_t *db);
 
 /** The queue that stands for `db` in identity checks (borrowed, lives as long as `db`): inside a
@@ -474,9 +479,11 @@ QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats
  *
  * The main thread before qk_main() holds the main queue (a worker that syncs onto the main queue
  * waits for the main thread); after qk_main(), the thread running a main-queue block does. Blocks
- * that have not started hold nothing. The DB queue's own waits (a read behind a write, write,
- * flush, destroy) are not part of the detection yet: a ring through one of them still hangs, and
- * qk_dbqueue_read never returns EDEADLK.
+ * that have not started hold nothing. A DB queue is held by the threads inside it (readers, the
+ * writer, the thread running its asynchronous writes): qk_dbqueue_read behind a write,
+ * qk_dbqueue_write, flush and destroy wait for them, and may return EDEADLK (qk_dbqueue_destroy
+ * keeps EBUSY inside its own block). A barrier_sync onto a concurrent queue is also refused when
+ * the plain syncs it would hold back would close a ring among other threads.
  *
  * Refusal: when an untimed call is about to wait and that wait would close a cycle, it returns
  * EDEADLK instead: it ran nothing, took nothing, lost nothing (a refused lock waiter leaves the
