@@ -53,6 +53,8 @@ stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build
 # (-DQK_SANITIZE=address), and the plain build's under valgrind (ctest -T memcheck).
 stage asan-ubsan       asan_ubsan
 stage valgrind         memcheck "$BUILD_DIR"
+# The DocC documentation of the Swift module, built offline; any DocC warning fails it.
+stage docc             "$ROOT/scripts/docs.sh"
 # The benchmark's quick mode once, against the installed library: every row produced (no timing judged).
 stage bench-quick      bench_quick
 

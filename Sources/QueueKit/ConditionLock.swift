@@ -37,7 +37,7 @@ private enum StateBit {
 ///   take it (the release hands it over instead), so barging never overtakes a waiter that the
 ///   state satisfies: no starvation, at the price of a context switch per contended hand-off
 ///   under heavy plain-mutex contention.
-/// - **Spin, then sleep.** A waiter polls its word for a bounded time (``Parker/spinBudget``,
+/// - **Spin, then sleep.** A waiter polls its word for a bounded time (`Parker.spinBudget`,
 ///   12 µs) before it sleeps in the kernel: the first waiter in the queue polls hot for 2 µs and
 ///   then yields its CPU between polls, the ones behind it only yield. A two-thread ping-pong
 ///   thus costs well under a microsecond per round instead of two system calls and two
@@ -86,14 +86,20 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         public init() {}
     }
 
-    /// A queued waiter, on the waiting thread's stack.
+    /// A queued waiter: a thread (on its stack, handed the lock directly) or a suspended task
+    /// (on the heap for the wait, woken and then acquiring by itself: ``SuspendedWaiter``).
     private struct Waiter {
-        let parker: Parker
+        /// The waiting thread's word; `nil` for a task.
+        let parker: Parker?
         let threadID: UInt64
         /// The condition the waiter needs; `nil` for a plain `lock`, which accepts any.
         let wanted: Condition?
+        /// The suspended task's record; `nil` for a thread.
+        var task: Unmanaged<SuspendedWaiter>? = nil
         var next: UnsafeMutablePointer<Waiter>? = nil
         var previous: UnsafeMutablePointer<Waiter>? = nil
+        /// Whether the node is in the queue.
+        var isQueued = false
     }
 
     private enum WaitOutcome { case acquired, timedOut, refused }
@@ -141,7 +147,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// Creates an unlocked lock whose condition is `condition`.
     ///
-    /// - Parameter name: a name for diagnostics (see ``name``).
+    /// - Parameters:
+    ///   - condition: the initial condition.
+    ///   - name: a name for diagnostics (see ``name``).
     public init(condition: Condition, name: String? = nil) {
         self.value = condition
         if let name { self.name = name }
@@ -206,8 +214,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// As ``lock(whenCondition:)``, giving up at `deadline`.
     ///
-    /// - Parameter deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever``
-    ///   never expires; a deadline already past tries once.
+    /// - Parameters:
+    ///   - condition: the condition the lock must have when it is acquired.
+    ///   - deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever`` never
+    ///     expires; a deadline already past tries once.
     /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
     ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     public func lock(whenCondition condition: Condition, before deadline: UInt64) throws(QueueKitError) {
@@ -269,7 +279,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// When `body` throws, the lock is released with the condition unchanged and the error is
     /// rethrown.
     ///
-    /// - Parameter deadline: as in ``lock(whenCondition:before:)-(_,UInt64)``; forever by default.
+    /// - Parameters:
+    ///   - condition: the condition the lock must have when `body` runs.
+    ///   - deadline: as in ``lock(whenCondition:before:)-(_,UInt64)``; forever by default.
+    ///   - body: runs holding the lock; returns the condition to release it with.
     /// - Throws: what `body` throws, or the ``QueueKitError`` of acquiring (`body` did not run).
     public func withLock(
         whenCondition condition: Condition,
@@ -277,6 +290,12 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         _ body: () throws -> Condition
     ) throws {
         try lock(whenCondition: condition, before: deadline)
+        try runHeld(body)
+    }
+
+    /// Runs `body` in the lock the calling thread has just acquired, then releases it with the
+    /// condition `body` returns, or unchanged when `body` throws (rethrown).
+    func runHeld(_ body: () throws -> Condition) throws {
         let next: Condition
         do {
             next = try body()
@@ -340,7 +359,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     #if QUEUEKIT_TESTING
-    /// Test seam (debug builds only): how many threads are queued for the lock right now (a
+    /// Test seam (debug builds only): how many threads and tasks are queued for the lock now (a
     /// snapshot), so tests can force interleavings without sleeping. Thread-safe.
     var waiterCount: Int {
         acquireGuard()
@@ -492,7 +511,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         append(node)
         releaseGuard(.keep)
 
-        let parker = node.pointee.parker
+        let parker = node.pointee.parker!
         var futileWakeups = 0
         // Spin first: most hand-offs arrive within it, and a spinning waiter publishes nothing.
         // Only a waiter about to sleep publishes its wait (and, untimed, checks for a cycle).
@@ -569,25 +588,151 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
             state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
         }
         if let newValue { value = newValue }
+        passOn(held: true)
+    }
+
+    /// The first queued waiter that the current state satisfies (the caller holds the guard).
+    private func firstSatisfied() -> UnsafeMutablePointer<Waiter>? {
         var candidate = head
         while let waiter = candidate {
             if let wanted = waiter.pointee.wanted, wanted != value {
                 candidate = waiter.pointee.next
             } else {
-                break
+                return waiter
             }
         }
-        guard let chosen = candidate else {
-            releaseGuard(.drop)
+        return nil
+    }
+
+    /// Gives the lock on (the caller holds the guard, which this releases): to the first queued
+    /// waiter that the state satisfies. A thread is handed the lock; a task is woken and the lock
+    /// left free for it to take when it runs; a task already woken is on its way, so the lock is
+    /// left free. `held`: the caller holds the lock (a release); otherwise the lock is free or
+    /// held by someone else (who will pass it on at its release).
+    private func passOn(held: Bool) {
+        if !held && state.load(ordering: .relaxed) & StateBit.locked != 0 {
+            releaseGuard(.keep)
+            return
+        }
+        guard let chosen = firstSatisfied() else {
+            releaseGuard(held ? .drop : .keep)
+            return
+        }
+        if let task = chosen.pointee.task {
+            let continuation = task._withUnsafeGuaranteedRef { $0.takeContinuationForWakeUp() }
+            releaseGuard(held ? .drop : .keep)
+            continuation?.resume(returning: false)
+            return
+        }
+        if !held && !takeIfFree() {
+            releaseGuard(.keep)
             return
         }
         unlink(chosen)
         owner.store(chosen.pointee.threadID, ordering: .relaxed)
         // Setting the word is the hand-off; from here on `chosen` may be gone.
-        let word = chosen.pointee.parker.word
-        let asleep = chosen.pointee.parker.setWord()
+        let parker = chosen.pointee.parker!
+        let word = parker.word
+        let asleep = parker.setWord()
         releaseGuard(.keep)
         if asleep { Parker.wake(word) }
+    }
+
+    // MARK: Suspended tasks
+
+    /// Waits, suspending, until the calling task holds the lock with a state that satisfies
+    /// `wanted` (`nil`: any condition). Returns on the thread that holds it.
+    ///
+    /// The task is woken, not handed the lock: it takes the lock itself when it runs again (here,
+    /// in `takeOrQueue`), keeping its place in line when someone took it first.
+    func acquireSuspending(wanted: Condition?, call: StaticString, isolation: isolated (any Actor)?) async throws {
+        try Task.checkCancellation()
+        if owner.load(ordering: .relaxed) == qkshim_thread_id() { throw QueueKitError.wouldDeadlock }
+        if wanted == nil ? acquireIfIdle() : tryTake(wanted: wanted) { return }
+
+        let record = SuspendedWaiter(call: call, object: self, wanted: wanted)
+        let node = UnsafeMutablePointer<Waiter>.allocate(capacity: 1)
+        node.initialize(to: Waiter(parker: nil, threadID: 0, wanted: wanted, task: .passUnretained(record)))
+        SuspendedWaits.register(record)
+        defer {
+            SuspendedWaits.unregister(record)
+            node.deinitialize(count: 1)
+            node.deallocate()
+        }
+        let nodeAddress = UncheckedSendable(node)
+        try await withTaskCancellationHandler {
+            var attempts = 0
+            while true {
+                let took = try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
+                    takeOrQueue(node, continuation)
+                }
+                if took { break }
+                attempts += 1
+                if attempts > 1 { futileCount.add(1, ordering: .relaxed) }
+            }
+        } onCancel: {
+            cancelWait(nodeAddress.value)
+        }
+        didAcquire(by: qkshim_thread_id(), waited: true)
+    }
+
+    /// An immediate acquisition for a task that wants `wanted`: the lock is free and the condition
+    /// matches. No waiting, no counters on failure.
+    private func tryTake(wanted: Condition?) -> Bool {
+        let observed = acquireGuard()
+        if observed & StateBit.locked == 0 && (wanted == nil || wanted == value) && releaseGuard(.take) {
+            didAcquire(by: qkshim_thread_id(), waited: false)
+            return true
+        }
+        releaseGuard(.keep)
+        return false
+    }
+
+    /// Under the guard, on the task's current thread: ends the wait of a cancelled task, takes
+    /// the lock when it is free and the state satisfies the task (a task still in line takes it
+    /// only when nobody ahead of it could), or queues the task (again at its old place when it
+    /// is already in line) and stores its continuation.
+    private func takeOrQueue(_ node: UnsafeMutablePointer<Waiter>, _ continuation: UnsafeContinuation<Bool, any Error>) {
+        let record = node.pointee.task!
+        let observed = acquireGuard()
+        if record._withUnsafeGuaranteedRef({ $0.isCancelled }) {
+            leave(node)
+            continuation.resume(throwing: CancellationError())
+            return
+        }
+        let satisfied = node.pointee.wanted == nil || node.pointee.wanted == value
+        if observed & StateBit.locked == 0 && satisfied && firstSatisfied().map({ $0 == node }) ?? true {
+            if node.pointee.isQueued { unlink(node) }
+            if releaseGuard(.take) {
+                continuation.resume(returning: true)
+                return
+            }
+            // A plain lock took it meanwhile; we still hold the guard: wait below.
+        }
+        if !node.pointee.isQueued { append(node) }
+        record._withUnsafeGuaranteedRef { $0.suspend(with: continuation) }
+        releaseGuard(.keep)
+    }
+
+    /// The cancellation handler of a suspended task: a task still waiting is taken out of line
+    /// and resumed with `CancellationError`; one already woken finds out when it runs.
+    private func cancelWait(_ node: UnsafeMutablePointer<Waiter>) {
+        acquireGuard()
+        let continuation = node.pointee.task!._withUnsafeGuaranteedRef { $0.cancel() }
+        if continuation != nil { unlink(node) }
+        releaseGuard(.keep)
+        continuation?.resume(throwing: CancellationError())
+    }
+
+    /// Takes a cancelled task out of line (the caller holds the guard, which this releases). A
+    /// woken task may have been the one the lock was left free for: pass it on.
+    private func leave(_ node: UnsafeMutablePointer<Waiter>) {
+        guard node.pointee.isQueued else {
+            releaseGuard(.keep)
+            return
+        }
+        unlink(node)
+        passOn(held: false)
     }
 
     // MARK: Threads that die, processes that fork (see Lifecycle.swift)
@@ -676,6 +821,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     private func append(_ node: UnsafeMutablePointer<Waiter>) {
+        node.pointee.isQueued = true
         node.pointee.previous = tail
         node.pointee.next = nil
         if let tail { tail.pointee.next = node } else { head = node }
@@ -687,6 +833,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         let next = node.pointee.next
         if let previous { previous.pointee.next = next } else { head = next }
         if let next { next.pointee.previous = previous } else { tail = previous }
+        node.pointee.isQueued = false
         node.pointee.next = nil
         node.pointee.previous = nil
     }

@@ -30,7 +30,7 @@ import Synchronization
 ///   due; from then on nobody enters ahead of it and the queue is handed to it directly as soon as
 ///   it is free (a due writer waits only for the readers inside; due readers are let in as one
 ///   batch). Writers do not starve under a storm of readers, nor readers under a storm of writers.
-/// - A thread spins briefly (``Parker/spin(until:pureSpin:_:)``) before it parks: the holder is
+/// - A thread spins briefly (`Parker.spin(until:pureSpin:_:)`) before it parks: the holder is
 ///   usually running and about to leave.
 ///
 /// Where `writeAsync`'s work runs: on a worker thread of the queue, or on a thread that must wait
@@ -384,7 +384,7 @@ public final class DBQueue: @unchecked Sendable {
     /// state, storing `completed`, then taking them off the state and the flag in one step; a
     /// pair read while the flag was clear and with the state's count unchanged around it is
     /// exact (otherwise it could count a finished batch twice, or miss it).
-    private func asyncTarget() -> UInt64 {
+    func asyncTarget() -> UInt64 {
         while true {
             let before = state.load(ordering: .sequentiallyConsistent)
             if before & Bits.publishing != 0 { continue }
@@ -617,6 +617,150 @@ public final class DBQueue: @unchecked Sendable {
         lane.dueCount += 1
     }
 
+    // MARK: Suspended tasks
+
+    /// Waits, suspending, until the calling task may have `want` (a read or write: the access is
+    /// taken and held by the thread that runs the task now; a completion: the writes up to
+    /// `target` have run). Throws `CancellationError` (nothing taken) when the task is cancelled
+    /// first.
+    ///
+    /// The task is woken, never granted: each time it runs it tries to take the queue itself under
+    /// the lane's lock, and otherwise re-enters the lane with its first arrival time, so it keeps
+    /// its place and becomes due after ``fairnessBound`` like a thread. A task does not run other
+    /// threads' asynchronous writes (the worker does): its thread belongs to its executor.
+    func acquireSuspending(_ want: SuspendedWant, call: DBQueueCall, target: UInt64,
+                           isolation: isolated (any Actor)?) async throws {
+        let record = SuspendedWaiter(call: call.name, object: self, wanted: want == .completion ? target : nil)
+        let since = MonotonicClock.now()
+        let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
+        word.initialize(to: Parker.idle)
+        let me = UnsafeMutablePointer<Waiter>.allocate(capacity: 1)
+        me.initialize(to: Waiter(want: want.lane, call: call, mayHelp: false, target: target,
+                                 since: since, parker: Parker(word: word)))
+        me.pointee.task = .passUnretained(record)
+        SuspendedWaits.register(record)
+        defer {
+            SuspendedWaits.unregister(record)
+            me.deinitialize(count: 1)
+            me.deallocate()
+            word.deallocate()
+        }
+        let address = UncheckedSendable(me)
+        try await withTaskCancellationHandler {
+            var scheduledPoke = false
+            while true {
+                let took = try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
+                    step(me, continuation)
+                }
+                if took { return }
+                if !scheduledPoke && want != .completion {
+                    // Nobody polls a suspended task: make sure it becomes due in time.
+                    scheduledPoke = true
+                    pokeFairness(after: since)
+                }
+            }
+        } onCancel: {
+            cancelWait(address.value)
+        }
+    }
+
+    /// The uncontended entries of the `async` forms (the fast paths of the blocking ones).
+    @inline(__always)
+    func tryEnterRead() -> Bool { tryRead() }
+
+    @inline(__always)
+    func tryEnterWrite() -> Bool { tryWrite() }
+
+    /// Whether the asynchronous writes up to `target` have all run.
+    func isCompleted(_ target: UInt64) -> Bool { completed.load(ordering: .acquiring) >= target }
+
+    /// Runs `body` as a read whose access the calling thread has just taken, then releases it.
+    @inline(__always)
+    func withEnteredRead<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        defer { releaseRead() }
+        return try ExecutionContext.run(on: queue, exclusive: false, outer: ExecutionContext.innermost, body)
+    }
+
+    /// Runs `body` as a write whose access the calling thread has just taken, then releases it.
+    @inline(__always)
+    func withEnteredWrite<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        defer { releaseWrite() }
+        return try ExecutionContext.run(on: queue, exclusive: true, outer: ExecutionContext.innermost, body)
+    }
+
+    /// One attempt of a suspended task, on the thread that runs it, under the lane's lock: leave
+    /// if cancelled, take the queue if it may, or (re-)enter the lane and store the continuation.
+    private func step(_ me: UnsafeMutablePointer<Waiter>, _ continuation: UnsafeContinuation<Bool, any Error>) {
+        enum Result { case acquired, cancelled, waiting }
+        var wake = Wakeups()
+        let record = me.pointee.task!
+        let result: Result = lane.withLock { lane in
+            if record._withUnsafeGuaranteedRef({ $0.isCancelled }) {
+                // It may have been woken as the next in line: let the lane hand on.
+                handOn(&lane, &wake)
+                return .cancelled
+            }
+            me.pointee.outcome = .waiting
+            if takeUnderLock(me, &lane) != nil { return .acquired }
+            lane.insert(me)
+            if me.pointee.wantsAccess && !me.pointee.isDue
+                && MonotonicClock.now() &- me.pointee.since >= Self.fairnessBound {
+                makeDue(me, &lane)
+            }
+            record._withUnsafeGuaranteedRef { $0.suspend(with: continuation) }
+            refreshBits(&lane)
+            // A holder may have left before it could see the task: look again (this may wake
+            // the task at once; it then tries again).
+            handOn(&lane, &wake)
+            return .waiting
+        }
+        wake.perform(on: self)
+        switch result {
+        case .acquired: continuation.resume(returning: true)
+        case .cancelled: continuation.resume(throwing: CancellationError())
+        case .waiting: break
+        }
+    }
+
+    /// The cancellation handler of a suspended task: a task still in the lane leaves it and is
+    /// resumed with `CancellationError`; one already woken finds out when it runs.
+    private func cancelWait(_ me: UnsafeMutablePointer<Waiter>) {
+        var wake = Wakeups()
+        let continuation: UnsafeContinuation<Bool, any Error>? = lane.withLock { lane in
+            let record = me.pointee.task!
+            guard let continuation = record._withUnsafeGuaranteedRef({ $0.cancel() }) else { return nil }
+            if me.pointee.isDue { lane.dueCount -= 1 }
+            lane.remove(me)
+            refreshBits(&lane)
+            handOn(&lane, &wake)
+            return continuation
+        }
+        wake.perform(on: self)
+        continuation?.resume(throwing: CancellationError())
+    }
+
+    /// After ``fairnessBound`` from `since`, makes the suspended tasks that have waited that long
+    /// due and lets the lane hand on (threads do this themselves, waking from a timed park).
+    private func pokeFairness(after since: UInt64) {
+        let remaining = Self.fairnessBound &- min(Self.fairnessBound, MonotonicClock.now() &- since)
+        writer.asyncAfter(deadline: .now() + .nanoseconds(Int(remaining))) { [self] in
+            var wake = Wakeups()
+            lane.withLock { lane in
+                let now = MonotonicClock.now()
+                var changed = false
+                for waiter in lane.waiters where waiter.pointee.task != nil && waiter.pointee.wantsAccess
+                    && !waiter.pointee.isDue && now &- waiter.pointee.since >= Self.fairnessBound {
+                    makeDue(waiter, &lane)
+                    changed = true
+                }
+                guard changed else { return }
+                refreshBits(&lane)
+                handOn(&lane, &wake)
+            }
+            wake.perform(on: self)
+        }
+    }
+
     // MARK: Handing the queue on (all called with the lane locked)
 
     /// Looks at the queue and the lane after anything changed and does what is due: wakes the
@@ -651,13 +795,15 @@ public final class DBQueue: @unchecked Sendable {
                     waiter.pointee.want == .read && ready(waiter)
                 }
                 if closed {
-                    guard addReaders(lane.waiters.count(where: isReadyReader)) else { return }
+                    // Threads are let in as one batch; suspended tasks are only woken (they
+                    // take their read when they run again).
+                    guard addReaders(lane.waiters.count { isReadyReader($0) && $0.pointee.task == nil }) else { return }
                 }
                 while let reader = lane.waiters.first(where: isReadyReader) {
-                    settleOutcome(reader, closed ? .granted(.access) : .woken, &lane, &wake)
+                    settleOutcome(reader, closed && reader.pointee.task == nil ? .granted(.access) : .woken, &lane, &wake)
                 }
             } else if !readersInside {
-                if closed {
+                if closed && head.pointee.task == nil {
                     guard takeExclusive() else { return }
                     settleOutcome(head, .granted(.access), &lane, &wake)
                 } else {
@@ -691,7 +837,13 @@ public final class DBQueue: @unchecked Sendable {
         waiter.pointee.outcome = outcome
         if waiter.pointee.isDue { lane.dueCount -= 1 }
         lane.remove(waiter)
-        wake.append(waiter.pointee.parker)
+        if let task = waiter.pointee.task {
+            if let continuation = task._withUnsafeGuaranteedRef({ $0.takeContinuationForWakeUp() }) {
+                wake.tasks.append(continuation)
+            }
+        } else {
+            wake.append(waiter.pointee.parker)
+        }
     }
 
     /// Keeps the `parked` and `due` bits and `nextTarget` true to the lane.
@@ -971,6 +1123,32 @@ enum DBQueueCall {
         case .worker: "qk_dbqueue_write_async (the queue's worker)"
         }
     }
+
+    /// The call's name in a report.
+    var name: StaticString {
+        switch self {
+        case .read: "read"
+        case .write: "write"
+        case .flush: "flush"
+        case .destroy: "destroy"
+        case .worker: "worker"
+        }
+    }
+}
+
+/// What a suspended task waits for in a DB queue.
+enum SuspendedWant {
+    case read, write
+    /// The writes up to its target have run (a flush).
+    case completion
+
+    fileprivate var lane: Want {
+        switch self {
+        case .read: .read
+        case .write: .write
+        case .completion: .completion
+        }
+    }
 }
 
 /// The layout of `DBQueue.state`.
@@ -1032,10 +1210,10 @@ private enum Step {
 
 /// A waiting thread's record, on its stack while it waits; the lane points at it.
 ///
-/// The wake-up is a `Parker` word. A suspended task would keep a continuation here instead, and
-/// be only woken, never granted (`.woken`): it acquires when it resumes, and since it re-enters
-/// with its first arrival time (`since`), it keeps its place in line and becomes due like a
-/// thread.
+/// The wake-up is a `Parker` word, or for a suspended task (on the heap for its wait) the
+/// continuation in its ``SuspendedWaiter`` record. A task is only woken, never granted
+/// (`.woken`): it acquires when it resumes, and since it re-enters with its first arrival time
+/// (`since`), it keeps its place in line and becomes due like a thread.
 private struct Waiter {
     let want: Want
     let call: DBQueueCall
@@ -1047,7 +1225,11 @@ private struct Waiter {
     let since: UInt64
     var isDue = false
     var outcome = Outcome.waiting
+    /// A thread's wake-up word (a task's record carries an unused one).
     let parker: Parker
+    /// A suspended task's record; `nil` for a thread. A task is never granted the queue, only
+    /// woken.
+    var task: Unmanaged<SuspendedWaiter>? = nil
 
     init(want: Want, call: DBQueueCall, mayHelp: Bool, target: UInt64, since: UInt64, parker: Parker) {
         self.want = want
@@ -1087,6 +1269,8 @@ private struct Wakeups {
     private var first: Parker?
     private var second: Parker?
     private var more: [Parker] = []
+    /// Suspended tasks to wake (`false`: woken, not granted; they compete when they run).
+    var tasks: [UnsafeContinuation<Bool, any Error>] = []
     var drainer = false
 
     mutating func append(_ parker: Parker) {
@@ -1103,6 +1287,7 @@ private struct Wakeups {
         first?.unpark()
         second?.unpark()
         for parker in more { parker.unpark() }
+        for task in tasks { task.resume(returning: false) }
         if drainer { db.wakeDrainer() }
     }
 }

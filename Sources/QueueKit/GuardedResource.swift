@@ -73,3 +73,35 @@ public final class GuardedResource<Resource>: @unchecked Sendable {
         try dbQueue.flush()
     }
 }
+
+// MARK: Swift concurrency
+
+/// The resource for `async` code: the same calls, suspending while they wait, with the rules of
+/// ``DBQueue``'s `async` forms (caller's isolation, cancellation while waiting, never nested).
+extension GuardedResource {
+    /// Runs `body` with the resource borrowed, concurrently with other reads and never with a
+    /// write, and returns its value; suspends while it waits (``DBQueue/read(isolation:_:)``).
+    ///
+    /// - Throws: `CancellationError` (nothing ran), ``QueueKitError/wouldDeadlock``, what `body`
+    ///   throws.
+    public func read<R>(isolation: isolated (any Actor)? = #isolation, _ body: (borrowing Resource) throws -> R) async throws -> R {
+        try await dbQueue.read(isolation: isolation) { try body(storage.pointee) }
+    }
+
+    /// Runs `body` with the resource `inout`, exclusively, after every write submitted before it;
+    /// suspends while it waits (``DBQueue/write(isolation:_:)``).
+    ///
+    /// - Throws: `CancellationError` (nothing ran), ``QueueKitError/wouldDeadlock``, what `body`
+    ///   throws.
+    public func write<R>(isolation: isolated (any Actor)? = #isolation, _ body: (inout Resource) throws -> R) async throws -> R {
+        try await dbQueue.write(isolation: isolation) { try body(&storage.pointee) }
+    }
+
+    /// Suspends until every write submitted before the call has run (``DBQueue/flush(isolation:)``).
+    ///
+    /// - Throws: `CancellationError`; ``QueueKitError/wouldDeadlock`` when the running thread
+    ///   holds the queue.
+    public func flush(isolation: isolated (any Actor)? = #isolation) async throws {
+        try await dbQueue.flush(isolation: isolation)
+    }
+}

@@ -6,7 +6,8 @@ import QueueKit
 
 nonisolated(unsafe) private var sink = 0
 
-private func nowNs() -> UInt64 {
+/// Monotonic nanoseconds, for the kernels of this library.
+func nowNs() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)

@@ -3,7 +3,7 @@ import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
-    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + deadlocks() }
+    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() }
 
     // MARK: Deadlock detection
 
@@ -155,6 +155,37 @@ enum Catalog {
     /// The derived figure of a row with synchronous writers: their 99th-percentile wait.
     static let writersP99 = "writers' p99 wait"
 
+    // MARK: Swift concurrency
+
+    static func concurrency() -> [Row] {
+        let group = "Swift concurrency"
+        var rows: [Row] = []
+        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
+                 _ operations: UInt64, _ symbol: String) {
+            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
+                            operations: operations, run: SwiftRows.kernel(symbol)))
+        }
+
+        let read = "uncontended async read"
+        add(read, "QueueKit await db.read {}", qk: true, 2_000_000, "qkbench_swift_async_db_read")
+        add(read, bridge, 200_000, "qkbench_swift_bridge_read")
+        add(read, "actor method call (default executor)", 1_000_000, "qkbench_swift_default_actor_call")
+
+        let actor = "actor method call"
+        add(actor, "QueueKit actor on a Queue executor", qk: true, unit: "call", 200_000, "qkbench_swift_queue_actor_call")
+        add(actor, defaultExecutor, unit: "call", 1_000_000, "qkbench_swift_default_actor_call")
+        add(actor, "the same actor on a bare DispatchQueue executor", unit: "call", 200_000, "qkbench_swift_dispatch_actor_call")
+
+        let handOff = "contended async hand-off (4 tasks)"
+        add(handOff, "QueueKit await db.write {}", qk: true, unit: "section", 200_000, "qkbench_swift_async_db_write_hand_off")
+        add(handOff, "QueueKit await lock.withLock {}", qk: true, unit: "section", 200_000, "qkbench_swift_async_lock_hand_off")
+        add(handOff, "continuation-queue async semaphore", unit: "section", 200_000, "qkbench_swift_semaphore_hand_off")
+        return rows
+    }
+
+    static let bridge = "continuation bridge (withCheckedContinuation + DispatchQueue.async)"
+    static let defaultExecutor = "the same actor on the default executor"
+
     // MARK: Targets, keyed by workload | QueueKit row | anchor row (the source names the issue)
 
     static func target(workload: String, queueKit: String, anchor: String) -> Target? {
@@ -195,6 +226,10 @@ enum Catalog {
         // The fairness bound: a synchronous writer among 8 threads waits at most 2 ms (p99).
         case (let w, "QueueKit read + write", writersP99) where w.hasPrefix("mixed ") && w.hasSuffix(" 8 threads"):
             return Target(limit: 2_000_000, source: "issue 11")
+        case ("uncontended async read", _, bridge):
+            return Target(limit: 0.25, source: "issue 12")
+        case ("actor method call", _, defaultExecutor):
+            return Target(limit: 1.5, source: "issue 12")
         default:
             return nil
         }
