@@ -30,7 +30,7 @@ enum DeadlockReport {
     }
 
     /// The wait report: one line per waiting thread (and suspended task), "" when nobody waits.
-    static func waits(nodes: [ThreadRecord], tasks: [TaskWait], now: UInt64) -> String {
+    static func waits(nodes: [ThreadRecord], tasks: [SuspendedWaiter], now: UInt64) -> String {
         if nodes.isEmpty && tasks.isEmpty { return "" }
         let graph = WaitGraph(nodes: nodes)
         let count = nodes.count + tasks.count
@@ -45,11 +45,9 @@ enum DeadlockReport {
                     + "\(wait.isTimed ? "timed" : "untimed"); waits for \(waitsFor(node, graph: graph, names: names)); "
                     + "holds \(holdings(of: node, nodes: nodes))")
         }
-        for task in tasks {
-            lines.append(
-                "  task \(task.number): in \(task.call)(\(task.object)) for \(duration(now &- task.start)), "
-                    + "\(task.isTimed ? "timed" : "untimed"); holds nothing (a suspended task)")
-        }
+        // Suspended tasks (their own clock: `SuspendedWaiter.since` is on the precise one).
+        let taskNow = MonotonicClock.now()
+        for task in tasks { lines.append("  " + task.describe(now: taskNow)) }
         return lines.joined(separator: "\n") + "\n"
     }
 

@@ -27,7 +27,7 @@ public enum Diagnostics {
     /// stop waiting while it is read).
     public static func waitReport() -> String {
         WaitRegistry.withWaitersPinned { nodes in
-            DeadlockReport.waits(nodes: nodes, tasks: WaitRegistry.taskWaits(), now: qkshim_now_coarse_ns())
+            DeadlockReport.waits(nodes: nodes, tasks: SuspendedWaits.all, now: qkshim_now_coarse_ns())
         }
     }
 
@@ -82,50 +82,5 @@ extension Lock where State == ReportHandler {
     /// Calls the current handler with `report`, outside the lock.
     func call(_ report: String) {
         withLock { $0 }.call(report)
-    }
-}
-
-// MARK: Suspended tasks
-
-/// A suspended task's wait, as the wait report shows it. Tasks hold nothing a thread could wait
-/// for, so they are never part of a cycle: they are reported, never refused.
-struct TaskWait: Sendable {
-    /// A number naming the wait in reports ("task 3").
-    let number: UInt64
-    /// The call's C name (or Swift name when it has no C twin).
-    let call: StaticString
-    /// The object, as the report names it ("DB queue \"store\"").
-    let object: String
-    let deadline: UInt64
-    let start: UInt64
-
-    var isTimed: Bool { deadline != MonotonicClock.forever }
-}
-
-extension WaitRegistry {
-    private static let tasks = Lock<(next: UInt64, waits: [UInt64: TaskWait])>((1, [:]))
-
-    /// Registers the wait of a task about to suspend in `call` on `object` (for example
-    /// `DeadlockReport.describe(queue)`), until `deadline` (`MonotonicClock.forever`: untimed).
-    /// Returns the token to pass to ``withdrawTaskWait(_:)`` when the task resumes. Thread-safe;
-    /// costs a lock and an insertion, so call it on the suspending path only.
-    static func publishTaskWait(call: StaticString, object: String, deadline: UInt64 = MonotonicClock.forever) -> UInt64 {
-        let start = qkshim_now_coarse_ns()
-        return tasks.withLock { tasks in
-            let number = tasks.next
-            tasks.next += 1
-            tasks.waits[number] = TaskWait(number: number, call: call, object: object, deadline: deadline, start: start)
-            return number
-        }
-    }
-
-    /// Removes a task's wait registered by ``publishTaskWait(call:object:deadline:)``. Thread-safe.
-    static func withdrawTaskWait(_ token: UInt64) {
-        _ = tasks.withLock { $0.waits.removeValue(forKey: token) }
-    }
-
-    /// The suspended tasks' waits right now, oldest first.
-    static func taskWaits() -> [TaskWait] {
-        tasks.withLock { $0.waits.values.sorted { $0.number < $1.number } }
     }
 }

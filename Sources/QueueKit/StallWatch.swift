@@ -63,14 +63,15 @@ enum StallWatch {
 
     private enum ReportedWait: Hashable {
         case thread(UInt64, UInt64)
-        case task(UInt64)
+        case task(ObjectIdentifier)
     }
 
     /// The wait report when some wait has lasted `threshold` and was not reported yet.
     private static func stalls(threshold: UInt64, reported: inout Set<ReportedWait>) -> String? {
         WaitRegistry.withWaitersPinned { nodes in
             let now = qkshim_now_coarse_ns()
-            let tasks = WaitRegistry.taskWaits()
+            let tasks = SuspendedWaits.all
+            let taskNow = MonotonicClock.now()
             var current = Set<ReportedWait>()
             var fresh = false
             for node in nodes where now &- node.wait.start >= threshold {
@@ -78,8 +79,8 @@ enum StallWatch {
                 current.insert(key)
                 if !reported.contains(key) { fresh = true }
             }
-            for task in tasks where now &- task.start >= threshold {
-                let key = ReportedWait.task(task.number)
+            for task in tasks where taskNow &- task.since >= threshold {
+                let key = ReportedWait.task(ObjectIdentifier(task))
                 current.insert(key)
                 if !reported.contains(key) { fresh = true }
             }

@@ -588,12 +588,20 @@ struct DeadlockTests {
     @Test("a suspended task's wait shows in the wait report until it is withdrawn")
     func taskWaitsInTheReport() {
         let tag = unique("task")
-        let token = WaitRegistry.publishTaskWait(call: "DBQueue.read", object: "DB queue \"\(tag)\"")
+        let waiter = SuspendedWaiter(call: "read", object: ReportedObject(name: "DB queue \"\(tag)\""), wanted: nil)
+        SuspendedWaits.register(waiter)
         let report = Diagnostics.waitReport()
-        #expect(report.contains("  task \(token): in DBQueue.read(DB queue \"\(tag)\") for "), "\(report)")
-        #expect(report.contains("untimed; holds nothing (a suspended task)"), "\(report)")
-        WaitRegistry.withdrawTaskWait(token)
+        #expect(report.contains("  task: suspended in read(DB queue \"\(tag)\"), for "), "\(report)")
+        #expect(report.contains("ms, untimed, holds nothing"), "\(report)")
+        SuspendedWaits.unregister(waiter)
         #expect(!Diagnostics.waitReport().contains(tag))
+    }
+
+    /// An object as a suspended task's wait names it.
+    private final class ReportedObject: SuspendedWaitObject {
+        let waitReportName: String
+        init(name: String) { waitReportName = name }
+        func describeWanted(_ wanted: (any Sendable)?) -> String? { nil }
     }
 
     @Test("QUEUEKIT_STALL_MS is parsed with strtonum: 1 to 3,600,000 ms")
