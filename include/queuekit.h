@@ -5,7 +5,10 @@
  *
  *   1. a queue-identity registry ("which queue am I on?", and checks that say so),
  *   2. a reentrant DB queue (many readers, one writer, nested calls never deadlock),
- *   3. a condition lock (NSConditionLock semantics without its crashes, herds and races).
+ *   3. a condition lock (NSConditionLock semantics without its crashes, herds and races),
+ *
+ * and refuses, with EDEADLK and a report, the deadlocks threads make with each other across all
+ * three (section 4).
  *
  * This header is the reference manual: every declaration is documented right above it.
  *
@@ -324,20 +327,24 @@ QK_EXPORT qk_dbqueue_t *qk_dbqueue_create(const char *label);
  *  lost), then frees the queue. EBUSY (nothing done) when called inside a block of this queue;
  *  EINVAL for NULL/wrong type. Using the handle after destroy began is the caller's bug. In a
  *  forked child, a queue that was being written or had writes pending at the fork is freed
- *  without running them. */
+ *  without running them. EDEADLK (nothing done, the queue stays usable) when waiting for those
+ *  blocks would close a cycle of waiting threads (section 4). */
 QK_EXPORT int qk_dbqueue_destroy(qk_dbqueue_t *db);
 
 /** Runs `work(context)` now, concurrently with other reads and never with a write. A read that is
  *  not nested in a block of this queue sees every write submitted before the call began. Inside a
  *  read or write of this queue (also through sync hops via other queues) it runs inline.
  *  EINVAL: NULL/wrong-type db, NULL work. ENOTRECOVERABLE (nothing run) in a forked child on a
- *  queue that was being written or had writes pending at the fork, as write and flush. */
+ *  queue that was being written or had writes pending at the fork, as write and flush. EDEADLK
+ *  (nothing run) when it would have to wait behind a write and that wait would close a cycle of
+ *  waiting threads (section 4). */
 QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Runs `work(context)` now, exclusively; a write that is not nested runs after every write
  *  submitted before it. Inside a write (at any depth, also with reads nested in between) it runs
  *  inline. Inside a read and no write it returns EDEADLK and runs nothing: the upgrade would
- *  deadlock. EINVAL: NULL/wrong-type db, NULL work. */
+ *  deadlock; also EDEADLK (nothing run) when its wait would close a cycle of waiting threads
+ *  (section 4). EINVAL: NULL/wrong-type db, NULL work. */
 QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once (lock-free).
@@ -349,7 +356,8 @@ QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_functio
 
 /** Waits until every write submitted before the call has run (running them itself when its
  *  thread holds nothing else of QueueKit's, see qk_dbqueue_t). EDEADLK inside a block of this
- *  queue; EINVAL for NULL/wrong type. */
+ *  queue, or when its wait would close a cycle of waiting threads (section 4; the writes still
+ *  run); EINVAL for NULL/wrong type. */
 QK_EXPORT int qk_dbqueue_flush(qk_dbqueue_t *db);
 
 /** The queue that stands for `db` in identity checks (borrowed, lives as long as `db`): inside a
@@ -468,6 +476,94 @@ typedef struct {
  *  atomically, but together they are not one snapshot. EINVAL for NULL arguments or a size too small to
  *  hold `acquisitions`. */
 QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats_t *stats);
+
+/* ========================================================================================== */
+/* 4. Deadlock detection and wait reports                                                     */
+/* ========================================================================================== */
+
+/* A wait-for cycle is a ring of threads, each waiting in an untimed QueueKit call for something
+ * the next one holds:
+ *
+ *   the waiting call                                   waits for           held by
+ *   qk_queue_sync / perform (not inline) /             the queue and every the thread running a block
+ *     barrier_sync on a serial queue                   serial queue it     of it (or of a queue
+ *                                                      targets             targeting it), here or
+ *                                                                          further out (a block
+ *                                                                          waiting in a sync)
+ *   qk_queue_barrier_sync on a concurrent queue        the queue           every thread running a
+ *                                                                          block of it
+ *   qk_queue_sync on a concurrent queue behind a       that barrier        the threads running blocks
+ *     barrier QueueKit submitted that has not                              of the queue (the barrier's
+ *     finished                                                             thread, or those it waits
+ *                                                                          for)
+ *   qk_condlock_lock, lock_when, set while held        the lock            the thread holding it
+ *
+ * The main thread before qk_main() holds the main queue (a worker that syncs onto the main queue
+ * waits for the main thread); after qk_main(), the thread running a main-queue block does. Blocks
+ * that have not started hold nothing. A DB queue is held by the threads inside it (readers, the
+ * writer, the thread running its asynchronous writes): qk_dbqueue_read behind a write,
+ * qk_dbqueue_write, flush and destroy wait for them, and may return EDEADLK (qk_dbqueue_destroy
+ * keeps EBUSY inside its own block). A barrier_sync onto a concurrent queue is also refused when
+ * the plain syncs it would hold back would close a ring among other threads.
+ *
+ * Refusal: when an untimed call is about to wait and that wait would close a cycle, it returns
+ * EDEADLK instead: it ran nothing, took nothing, lost nothing (a refused lock waiter leaves the
+ * lock's queue; one handed the lock at that very moment keeps it and returns 0). Exactly one
+ * call per cycle is refused (which one is unspecified); the rest of the ring then proceeds once
+ * the refused caller unwinds. Waits that end (a long block, a chain of waits with no ring) are
+ * never refused.
+ *
+ * Not refused, reported (qk_copy_wait_report, the stall handler): timed waits (a deadline other
+ * than QK_FOREVER ends by itself: a ring through one is no cycle); qk_condlock_lock_when(c) on a
+ * free lock whose condition is not c (nobody holds what it waits for: nobody is obliged to set
+ * the value); rings closed by an asynchronous submission (a barrier_async landing ahead of a
+ * waiting sync), where nobody was about to wait.
+ *
+ * Cost: calls that do not wait do no more than O(1) thread-local bookkeeping; qk_queue_sync
+ * publishes its wait with a few uncontended atomic operations (dispatch cannot say beforehand
+ * whether it will wait), condition locks only after their spin, before sleeping; the cycle
+ * search (under one global lock) runs only on the way into a wait while another thread waits. */
+
+/** Receives a report: `report` is a NUL-terminated, newline-terminated text, valid during the
+ *  call only. */
+typedef void (*qk_report_function_t)(void *context, const char *report);
+
+/** Sets the function called, on the refused thread and before the refused call returns EDEADLK,
+ *  with the report of each cycle across threads that QueueKit refuses. NULL restores the default,
+ *  which writes the report to stderr. The report names every thread of the cycle (number and
+ *  pthread name), the call it waits in, the object (kind and label or name) and what it holds:
+ *
+ *    QueueKit: deadlock refused (EDEADLK): qk_queue_sync would wait in a cycle
+ *      thread 7 "worker-a": in qk_queue_sync(serial queue "com.example.ui"), holds serial queue "com.example.db"
+ *      thread 9 "worker-b": holds serial queue "com.example.ui"; waits in qk_queue_sync(serial queue "com.example.db")  <- refused
+ *
+ *  The handler may call any QueueKit function (no QueueKit lock is held), but must not wait for
+ *  the threads of the cycle. Returns 0. Thread-safe; the change applies to the next refusal. */
+QK_EXPORT int qk_set_deadlock_handler(qk_report_function_t handler, void *context);
+
+/** Copies the wait report into `buffer` (strlcpy semantics: at most size - 1 bytes and a NUL;
+ *  nothing when size is 0; `buffer` may be NULL then) and returns its full length. The report is
+ *  a snapshot of every thread (and suspended Swift task) waiting inside QueueKit right now, one
+ *  line each after a heading: the thread, the call, the object, for how long, timed or untimed,
+ *  what it waits for (the waiting threads that hold it; for a condition lock its holder, "thread 5
+ *  (exited)" for one that is gone, or "condition 3, now 2, lock free"), and what it holds. ""
+ *  (returns 0) when nobody waits. Durations are measured at a few milliseconds' resolution; a
+ *  qk_queue_sync, barrier_sync or perform (which does not read the clock on its way in: it cannot
+ *  tell whether it will wait) is timed from the first time a report, a cycle search or the stall
+ *  watch saw it, shown as "for at least".
+ *  Thread-safe; the threads it reads cannot stop waiting while it reads them (for microseconds). */
+QK_EXPORT size_t qk_copy_wait_report(char *buffer, size_t size);
+
+/** Watches for stalls: when one wait inside QueueKit has lasted `threshold_ns`, calls `handler`
+ *  once for that wait (waits that stall together share a call), from a QueueKit thread named
+ *  "queuekit-stalls", with the wait report. The watch looks a few times per threshold (at most
+ *  every 250 ms, at least every 1 ms), so a stall is reported at most a quarter of the threshold
+ *  (and 250 ms) late; for a queue sync, timed from the watch's first sight of it, up to half. threshold_ns == 0 turns the watch off; handler == NULL with a threshold
+ *  uses the stderr writer. Replaces the previous watch. The environment variable
+ *  QUEUEKIT_STALL_MS=N (milliseconds, 1 to 3600000) turns the watch on with the stderr writer
+ *  when the library is loaded; any other value is ignored with one line on stderr. 0, or the
+ *  error of starting the watch thread (EAGAIN). Thread-safe. */
+QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t handler, void *context);
 
 #ifdef __cplusplus
 } /* extern "C" */

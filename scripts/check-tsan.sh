@@ -46,10 +46,26 @@ run() {
     "$compiler" -O1 -g -Wall -Wextra -Werror -fsanitize=thread "${defines[@]}" "$source_file" $flags \
         -lpthread -Wl,-rpath,"$libdir" "${extra[@]}" -o "$binary"
     TSAN_OPTIONS="halt_on_error=0 exitcode=66 report_signal_unsafe=0" timeout 300 "$binary" >"$log" 2>&1 || status=$?
-    warnings=$(grep -c 'WARNING: ThreadSanitizer:' "$log" || true)
-    races=$(grep -c 'WARNING: ThreadSanitizer: data race' "$log" || true)
+    # A report whose stacks (threads' creation aside) show no frame of the program — two accesses
+    # or lock acquisitions both made inside libqueuekit.so, by the Swift runtime's first-use
+    # metadata instantiation (lock-free caches read through intercepted memcpy/bcmp/strcmp, its
+    # own mutexes) — is counted apart and shown, not failed: it is not about the program's data
+    # or locks. Every other warning counts.
+    read -r internal internal_races < <(python3 - "$log" <<'PY'
+import re, sys
+blocks = open(sys.argv[1]).read().split("WARNING: ThreadSanitizer: ")[1:]
+inside = [b for b in blocks if "handoffs.c" not in re.split(r"\n  (?:Location is|Thread T)", b)[0]]
+print(len(inside), sum(1 for b in inside if b.startswith("data race")))
+PY
+)
+    warnings=$(( $(grep -c 'WARNING: ThreadSanitizer:' "$log" || true) - internal ))
+    races=$(( $(grep -c 'WARNING: ThreadSanitizer: data race' "$log" || true) - internal_races ))
     on_unguarded=$(grep -c "Location is global 'unguarded'" "$log" || true)
     echo "$(basename "$compiler") $variant: $warnings TSan warnings ($races data races, $on_unguarded on 'unguarded'), exit $status"
+    if [ "$internal" -gt 0 ]; then
+        echo "NOTE: $internal more report(s) with no frame of the program, all inside libqueuekit.so:"
+        grep -E '^    #2 ' "$log" | grep -v handoffs.c | sort | uniq -c | sort -rn | head -4 | cut -c1-160 || true
+    fi
     if [ "$status" -ne 0 ] && [ "$status" -ne 66 ]; then
         echo "FAIL: the program failed (not a TSan report):"; tail -20 "$log"; failed=1; return
     fi

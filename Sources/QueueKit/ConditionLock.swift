@@ -102,7 +102,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         var isQueued = false
     }
 
-    private enum WaitOutcome { case acquired, timedOut }
+    private enum WaitOutcome { case acquired, timedOut, refused }
 
     private enum LockChange { case keep, take, drop }
 
@@ -168,7 +168,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inline(__always)
     public func lock() throws(QueueKitError) {
         if _fastPath(acquireIfIdle()) { return }
-        try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false)
+        try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_lock")
     }
 
     /// Acquires the lock if it is free, whatever the condition.
@@ -177,7 +177,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inline(__always)
     public func tryLock() throws(QueueKitError) {
         if _fastPath(acquireIfIdle()) { return }
-        try acquire(wanted: nil, deadline: 0, isTry: true)
+        try acquire(wanted: nil, deadline: 0, isTry: true, call: "qk_condlock_trylock")
     }
 
     /// Acquires the lock whatever the condition, giving up at `deadline`.
@@ -189,7 +189,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inline(__always)
     public func lock(before deadline: UInt64) throws(QueueKitError) {
         if _fastPath(acquireIfIdle()) { return }
-        try acquire(wanted: nil, deadline: deadline, isTry: false)
+        try acquire(wanted: nil, deadline: deadline, isTry: false, call: "qk_condlock_lock_until")
     }
 
     /// As ``lock(before:)-(UInt64)``, with any ``QueueKitDeadline`` (a `ContinuousClock.Instant`,
@@ -202,14 +202,14 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     public func lock(whenCondition condition: Condition) throws(QueueKitError) {
-        try acquire(wanted: condition, deadline: MonotonicClock.forever, isTry: false)
+        try acquire(wanted: condition, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_lock_when")
     }
 
     /// Acquires the lock only if it is free and its condition equals `condition`.
     ///
     /// - Throws: ``QueueKitError/busy`` otherwise (also when the calling thread holds it).
     public func tryLock(whenCondition condition: Condition) throws(QueueKitError) {
-        try acquire(wanted: condition, deadline: 0, isTry: true)
+        try acquire(wanted: condition, deadline: 0, isTry: true, call: "qk_condlock_trylock_when")
     }
 
     /// As ``lock(whenCondition:)``, giving up at `deadline`.
@@ -221,7 +221,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
     ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     public func lock(whenCondition condition: Condition, before deadline: UInt64) throws(QueueKitError) {
-        try acquire(wanted: condition, deadline: deadline, isTry: false)
+        try acquire(wanted: condition, deadline: deadline, isTry: false, call: "qk_condlock_lock_when_until")
     }
 
     /// As ``lock(whenCondition:before:)-(_,UInt64)``, with any ``QueueKitDeadline``.
@@ -264,7 +264,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread holds the lock (use
     ///   ``unlock(withCondition:)``).
     public func set(_ condition: Condition) throws(QueueKitError) {
-        try lock()
+        if !acquireIfIdle() {
+            try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_set")
+        }
         try relinquish()
         release(setting: condition, news: .keep)
     }
@@ -440,8 +442,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// Every acquisition but the uncontended plain one: ownership check, an immediate take when
     /// the state allows it, otherwise a try's failure or a queued wait for a hand-off.
+    ///
+    /// `call` names the call in wait and deadlock reports (its C name).
     @inline(never)
-    private func acquire(wanted: Condition?, deadline: UInt64, isTry: Bool) throws(QueueKitError) {
+    private func acquire(wanted: Condition?, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
         let me = qkshim_thread_id()
         if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
 
@@ -473,12 +477,13 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
                 let node = buffer.baseAddress!
                 node.initialize(to: Waiter(parker: parker, threadID: me, wanted: wanted))
                 defer { node.deinitialize(count: 1) }
-                return wait(queuing: node, until: deadline)
+                return wait(queuing: node, until: deadline, call: call)
             }
         }
         switch outcome {
         case .acquired: didAcquire(by: me, waited: true)
         case .timedOut: throw .timedOut
+        case .refused: throw .wouldDeadlock
         }
     }
 
@@ -497,8 +502,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     /// Queues `node` (the caller holds the guard, which this releases) and waits for a hand-off
-    /// or the deadline. On `.acquired` the releasing thread has already made us the owner.
-    private func wait(queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64) -> WaitOutcome {
+    /// or the deadline. On `.acquired` the releasing thread has already made us the owner; on
+    /// `.refused` the wait would have closed a cycle across threads: `node` is unlinked, nothing
+    /// was taken, and the deadlock handler has the report.
+    private func wait(queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64, call: StaticString) -> WaitOutcome {
         // Only the first waiter polls hot; the ones behind it only yield, so they never burn
         // the CPUs that the threads ahead of them need to run and release.
         let first = head == nil
@@ -507,7 +514,37 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
         let parker = node.pointee.parker!
         var futileWakeups = 0
-        var handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, pureSpin: first)
+        // Spin first: most hand-offs arrive within it, and a spinning waiter publishes nothing.
+        // Only a waiter about to sleep publishes its wait (and, untimed, checks for a cycle).
+        var handedOff = parker.spinUntilSet(deadline: deadline, pureSpin: first)
+        if !handedOff {
+            let record = ThreadRecord.current
+            let refusal = WaitRegistry.enter(
+                record, untimed: deadline == MonotonicClock.forever,
+                holderMayWait: { WaitRegistry.ownerMayWait(owner.load(ordering: .relaxed), me: record) }
+            ) { wait in
+                wait.call = call
+                wait.kind = node.pointee.wanted == nil ? .lock : .lockWhen
+                wait.queue = nil
+                wait.lock = self
+                wait.detail = UnsafeRawPointer(node)
+                wait.deadline = deadline
+                wait.frame = ExecutionContext.innermost
+            }
+            if let refusal {
+                // Refused (the wait is already withdrawn). A release may have handed us the lock
+                // meanwhile: settled under the guard, as a timeout is. Then the ring was no ring.
+                acquireGuard()
+                let handed = parker.isSet
+                if !handed { unlink(node) }
+                releaseGuard(.keep)
+                if handed { return .acquired }
+                WaitRegistry.deliver(refusal)
+                return .refused
+            }
+            handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, spin: false)
+            WaitRegistry.withdraw(record)
+        }
         if futileWakeups > 0 {
             futileCount.add(UInt64(futileWakeups), ordering: .relaxed)
         }
@@ -802,5 +839,21 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         node.pointee.isQueued = false
         node.pointee.next = nil
         node.pointee.previous = nil
+    }
+}
+
+// MARK: What the deadlock detector sees
+
+extension ConditionLock: InspectableLock {
+    var holderNumber: UInt64 { owner.load(ordering: .relaxed) }
+
+    var diagnosticName: String {
+        let name = self.name
+        return name.isEmpty ? "condition lock (unnamed)" : "condition lock \"\(name)\""
+    }
+
+    func conditionDescription(waiter: UnsafeRawPointer) -> String {
+        let wanted = waiter.assumingMemoryBound(to: Waiter.self).pointee.wanted
+        return "condition \(wanted.map { "\($0)" } ?? "any"), now \(condition)"
     }
 }

@@ -152,13 +152,14 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Runs `body` now, concurrently with other reads and never with a write, and returns its value.
     /// Nested inside a read or write of this queue (also through `sync` hops), it runs inline.
-    public func read<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        if _slowPath(Fork.isChild) {
-            do { try checkFork() } catch {
-                qkshim_fatal("QueueKit: DBQueue.read in a forked child, on a DB queue that was being written at the fork")
-            }
-        }
-        return try withReadAccess(body)
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` without running `body` when the read would have to
+    ///   wait (behind a write) and that wait would close a cycle of waiting threads (see
+    ///   ``Diagnostics``); ``QueueKitError/notRecoverable`` in a forked child, on a DB queue that
+    ///   was being written at the fork; whatever `body` throws.
+    public func read<R>(_ body: () throws -> R) throws -> R {
+        if _slowPath(Fork.isChild) { try checkFork() }
+        return try withReadAccess(enterRead(), body)
     }
 
     /// Runs `body` now, exclusively, after every write submitted before it, and returns its value.
@@ -217,21 +218,37 @@ public final class DBQueue: @unchecked Sendable {
 
     // MARK: Core (the C API calls these)
 
-    /// Runs `body` with read access, inline when the thread already has access.
+    /// Read access, decided and acquired before anything runs.
+    struct ReadAccess {
+        /// The calling thread's innermost frame: the caller of the read's block.
+        let caller: UnsafePointer<ExecutionFrame>?
+        /// The thread already has access: the block runs inline.
+        let isInline: Bool
+    }
+
+    /// Inline when the thread already has access; otherwise acquired, waiting if needed;
+    /// `wouldDeadlock` when that wait would close a cycle across threads. Pass the result to
+    /// `withReadAccess` at once.
     @inline(__always)
-    func withReadAccess<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    func enterRead() throws(QueueKitError) -> ReadAccess {
         let caller = ExecutionContext.innermost
-        if caller == nil || ExecutionContext.hold(of: queue, from: caller) == .none {
-            if !acquire(.read, call: .read) {
-                // Only a cross-thread deadlock check refuses a wait, and there is none yet.
-                preconditionFailure("QueueKit: a DBQueue read was refused a wait")
-            }
-            defer { releaseRead() }
-            ThreadSanitizer.locked(self, shared: true)
-            defer { ThreadSanitizer.unlocking(self, shared: true) }
-            return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
+        if caller != nil && ExecutionContext.hold(of: queue, from: caller) != .none {
+            return ReadAccess(caller: caller, isInline: true)
         }
-        return try ExecutionContext.run(on: queue, exclusive: false, outer: caller, body)
+        guard acquire(.read, call: .read) else { throw .wouldDeadlock }
+        return ReadAccess(caller: caller, isInline: false)
+    }
+
+    /// Runs `body` with the read access `enterRead` gave, then releases it.
+    @inline(__always)
+    func withReadAccess<R, E: Error>(_ access: ReadAccess, _ body: () throws(E) -> R) throws(E) -> R {
+        if access.isInline {
+            return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
+        }
+        defer { releaseRead() }
+        ThreadSanitizer.locked(self, shared: true)
+        defer { ThreadSanitizer.unlocking(self, shared: true) }
+        return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
     }
 
     /// Write access, decided and acquired before anything runs.
@@ -431,7 +448,10 @@ public final class DBQueue: @unchecked Sendable {
                     return waitInLane(me)
                 }
             }
-            guard let granted else { return false }
+            guard let granted else {
+                WaitRegistry.deliverPendingRefusal()
+                return false
+            }
             grant = granted
         }
         if grant == .runner && want != .runner {
@@ -531,21 +551,54 @@ public final class DBQueue: @unchecked Sendable {
     /// The one place where a thread waits in this DB queue (a read behind a write, a write, a
     /// flush, a destroy, the worker waiting for the queue).
     ///
-    /// The cross-thread deadlock check hooks in here: `mayWait(for:)` may refuse the wait, and
-    /// the caller then leaves the lane under its lock having taken nothing (or, if it was
-    /// granted the queue concurrently, proceeds), and the call reports `EDEADLK`. Who holds the
-    /// queue is derivable from the frame chains: readers and writers run inside
-    /// `ExecutionContext.run(on: queue, …)` frames; a thread running asynchronous writes runs
-    /// them in such a frame too. Two other parks wait for nobody and stay outside: `settle`,
-    /// which only waits out a wake-up already decided, and the worker's idle poll.
+    /// The cross-thread deadlock check hooks in here: the wait may be refused, and the caller
+    /// then leaves the lane under its lock having taken nothing (or, if it was granted the queue
+    /// concurrently, proceeds), and the call reports `EDEADLK`. Who holds the queue is derivable
+    /// from the frame chains: readers and writers run inside `ExecutionContext.run(on: queue, …)`
+    /// frames; a thread running asynchronous writes runs them in such a frame too. Two other
+    /// parks wait for nobody and stay outside: `settle`, which only waits out a wake-up already
+    /// decided, and the worker's idle poll.
+    ///
+    /// Each park publishes the wait (`WaitRegistry`): the DB queue is held by the threads whose
+    /// frame chains hold its identity queue, and a waiter counts as waiting only while it is in
+    /// the lane unwoken (`isWaitingInLane`). A refusal's report is kept in the thread's record
+    /// until the call gives up (`deliverPendingRefusal`): if the queue was granted meanwhile, it
+    /// is dropped.
     private func wait(_ parker: Parker, for call: DBQueueCall, until deadline: UInt64) -> WaitResult {
-        guard mayWait(for: call) else { return .refused }
+        let record = ThreadRecord.current
+        record.pendingRefusal = nil
+        // The worker holds nothing while it waits for the queue: it closes no ring.
+        let refusal = WaitRegistry.enter(
+            record, untimed: call != .worker, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
+        ) { wait in
+            wait.call = call.cName
+            wait.kind = .dbQueue
+            wait.queue = Unmanaged.passUnretained(queue)
+            wait.lock = nil
+            wait.db = self
+            wait.detail = UnsafeRawPointer(parker.word)
+            wait.deadline = MonotonicClock.forever
+            wait.frame = ExecutionContext.innermost
+        }
+        if let refusal {
+            record.pendingRefusal = refusal
+            return .refused
+        }
+        defer { WaitRegistry.withdraw(record) }
         return parker.park(until: deadline, spin: false) ? .woken : .timedOut
     }
 
-    /// The deadlock check's seam: false refuses the wait. No check exists yet.
-    @inline(__always)
-    private func mayWait(for call: DBQueueCall) -> Bool { true }
+    /// For the deadlock detector (which holds its lock, and takes the lane's inside it): whether
+    /// the waiter parked on `word` is still waiting in the lane, neither granted nor woken.
+    func isWaitingInLane(parkerWord word: UnsafeRawPointer) -> Bool {
+        lane.withLock { lane in
+            lane.waiters.contains { waiter in
+                guard UnsafeRawPointer(waiter.pointee.parker.word) == word else { return false }
+                if case .waiting = waiter.pointee.outcome { return true }
+                return false
+            }
+        }
+    }
 
     /// Under the lane's lock: take the queue now if `me` may (its writes have run, the queue is
     /// free for it, and nobody due is ahead), or the runner's part if it needs writes run first.
@@ -949,7 +1002,11 @@ public final class DBQueue: @unchecked Sendable {
                 me.initialize(to: Waiter(want: .completion, call: .flush, mayHelp: false, target: target,
                                          since: MonotonicClock.now(), parker: parker))
                 defer { me.deinitialize(count: 1) }
-                return waitInLane(me) != nil
+                guard waitInLane(me) != nil else {
+                    WaitRegistry.deliverPendingRefusal()
+                    return false
+                }
+                return true
             }
         }
     }
@@ -1063,6 +1120,17 @@ enum DBQueueCall {
     case read, write, flush, destroy
     /// The queue's worker, waiting to run asynchronous writes.
     case worker
+
+    /// The C name of the call ("qk_dbqueue_read").
+    var cName: StaticString {
+        switch self {
+        case .read: "qk_dbqueue_read"
+        case .write: "qk_dbqueue_write"
+        case .flush: "qk_dbqueue_flush"
+        case .destroy: "qk_dbqueue_destroy"
+        case .worker: "qk_dbqueue_write_async (the queue's worker)"
+        }
+    }
 
     /// The call's name in a report.
     var name: StaticString {

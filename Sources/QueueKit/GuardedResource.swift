@@ -44,8 +44,11 @@ public final class GuardedResource<Resource>: @unchecked Sendable {
 
     /// Runs `body` with the resource borrowed, concurrently with other reads and never with a
     /// write, and returns its value. It sees every write submitted before the call began.
-    public func read<R, E: Error>(_ body: (borrowing Resource) throws(E) -> R) throws(E) -> R {
-        try dbQueue.read { () throws(E) -> R in try body(storage.pointee) }
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` without running `body` when the read would wait
+    ///   in a cycle across threads (``DBQueue/read(_:)``); whatever `body` throws.
+    public func read<R>(_ body: (borrowing Resource) throws -> R) throws -> R {
+        try dbQueue.read { try body(storage.pointee) }
     }
 
     /// Runs `body` with the resource `inout`, exclusively, after every write submitted before it,

@@ -16,7 +16,8 @@ import QueueKitShim
 //   threads) are emptied. Dispatch has no fork handlers on Linux: its threads are gone in a child,
 //   so queue submissions and asynchronous DB-queue writes fail there with `notRecoverable`.
 //
-// Lock order: `ThreadRecord.registry`, then the registry of condition locks, then a lock's guard.
+// Lock order: the deadlock handler's, the deadlock detector's, `ThreadRecord.registry`, then the
+// registry of condition locks, then a lock's guard.
 
 /// A lock that belongs to the thread holding it: what the exit hook and the fork hooks need of it.
 /// Every method is called with the registry of live locks held.
@@ -112,6 +113,10 @@ enum Fork {
 }
 
 private let forkPrepare: @convention(c) () -> Void = {
+    // The deadlock detector's locks come first: a search takes the records' registry, lock
+    // guards and names inside them.
+    Diagnostics.deadlockHandler.acquireForFork()
+    WaitRegistry.detector.acquireForFork()
     ThreadRecord.registry.acquireForFork()
     LiveConditionLocks.prepareForFork()
 }
@@ -119,10 +124,17 @@ private let forkPrepare: @convention(c) () -> Void = {
 private let forkParent: @convention(c) () -> Void = {
     LiveConditionLocks.resumeInParent()
     ThreadRecord.registry.releaseInParent()
+    WaitRegistry.detector.releaseInParent()
+    Diagnostics.deadlockHandler.releaseInParent()
 }
 
 private let forkChild: @convention(c) () -> Void = {
     let survivor = qkshim_thread_id()
     LiveConditionLocks.resumeInChild(survivor: survivor)
     ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor) }
+    // The waits of the threads that did not survive went with them (the forking thread waits
+    // for nothing while it forks).
+    qkshim_waiting_reset()
+    WaitRegistry.detector.releaseInChild()
+    Diagnostics.deadlockHandler.releaseInChild()
 }

@@ -78,6 +78,7 @@ struct Parker {
     ///
     /// On `false` (the deadline passed) the word may still be set concurrently: the caller must
     /// settle that race under its own lock (see `ConditionLock`).
+    /// `spin: false` skips the spin (for a caller that has spun already, with `spinUntilSet`).
     func park(until deadline: UInt64, futileWakeups: inout Int, pureSpin: Bool = true, spin: Bool = true) -> Bool {
         if spin && spinUntilSet(deadline: deadline, pureSpin: pureSpin) { return true }
         // Announce the sleep. If the word was set meanwhile, the exchange overwrote `set`: put it
@@ -97,7 +98,7 @@ struct Parker {
 
     /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set.
     @inline(__always)
-    private func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
+    func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
         Self.spin(until: deadline, pureSpin: pureSpin) { isSet }
     }
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import QueueKitShim
+import Synchronization
 
 /// A dispatch queue that knows its identity: the core of QueueKit's queue-identity registry.
 ///
@@ -63,6 +64,18 @@ public final class Queue: @unchecked Sendable {
     /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
     let cLabel: CString
     let specifics = Specifics()
+    /// Barriers submitted through QueueKit to this concurrent queue, and how many of them have
+    /// finished: the deadlock detector's view of "a barrier is pending or running", which a plain
+    /// `sync` may be queued behind. Submissions count before dispatch sees them, so no `sync` that
+    /// dispatch queues behind a barrier is missed.
+    let barriersSubmitted = Atomic<UInt64>(0)
+    let barriersFinished = Atomic<UInt64>(0)
+
+    /// Whether a barrier submitted through QueueKit has not finished yet.
+    var hasUnfinishedBarrier: Bool {
+        let finished = barriersFinished.load(ordering: .sequentiallyConsistent)
+        return finished < barriersSubmitted.load(ordering: .sequentiallyConsistent)
+    }
 
     @inline(__always) var isSerial: Bool { kind == .serial }
 
@@ -177,11 +190,14 @@ public final class Queue: @unchecked Sendable {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
         let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
+        let countsBarrier = barrier && !isSerial
+        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
         let work = ThreadSanitizer.handOff(work)
         dispatchQueue.async(flags: barrier ? .barrier : []) {
             ThreadSanitizer.holding(self, exclusive: exclusive) {
                 ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
             }
+            if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
         }
     }
 
@@ -195,6 +211,11 @@ public final class Queue: @unchecked Sendable {
         let isExclusive: Bool
         /// The dispatch round trip is a barrier.
         let isBarrier: Bool
+        /// The thread whose published wait the block withdraws when it starts (routes through
+        /// dispatch only).
+        var waiter: Unmanaged<ThreadRecord>? = nil
+        /// The round trip is a barrier on a concurrent queue, counted in `barriersSubmitted`.
+        var countsBarrier = false
     }
 
     /// The deadlock checks of `sync` and `barrierSync`: how the call reaches the queue.
@@ -208,8 +229,14 @@ public final class Queue: @unchecked Sendable {
     ///   dispatch's sync must acquire every target on the way down, and would wait forever for the
     ///   one we hold exclusively, or behind a barrier pending on the one we share
     ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
+    ///
+    /// A route through dispatch has then published the wait for the cross-thread deadlock
+    /// detector (`WaitRegistry`), or thrown `wouldDeadlock` (nothing submitted) because the wait
+    /// would close a ring of waiting threads: pass it to `run` at once, whose block wrapper
+    /// withdraws the wait as soon as the block starts, on whichever thread runs it. `call` names
+    /// the call in reports.
     @inline(__always)
-    func syncRoute(barrier: Bool) throws(QueueKitError) -> SyncRoute {
+    func syncRoute(barrier: Bool, call: StaticString? = nil) throws(QueueKitError) -> SyncRoute {
         guard dispatchQueue != nil else { throw .invalidArgument }
         if _slowPath(Fork.isChild) { throw .notRecoverable }
         let barrier = barrier && honoursBarriers
@@ -233,7 +260,27 @@ public final class Queue: @unchecked Sendable {
                 }
             }
         }
-        return SyncRoute(caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier)
+        let countsBarrier = barrier && !isSerial
+        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let record = ThreadRecord.current
+        let refusal = WaitRegistry.enter(
+            record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
+        ) { wait in
+            wait.call = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
+            wait.kind = barrier ? .queueBarrierSync : .queueSync
+            wait.queue = Unmanaged.passUnretained(self)
+            wait.lock = nil
+            wait.detail = nil
+            wait.deadline = MonotonicClock.forever
+            wait.frame = caller
+        }
+        if let refusal {
+            if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
+            WaitRegistry.deliver(refusal)
+            throw .wouldDeadlock
+        }
+        return SyncRoute(caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
+                         waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
@@ -244,7 +291,7 @@ public final class Queue: @unchecked Sendable {
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
         if hold != .none { return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false) }
-        return try syncRoute(barrier: false)
+        return try syncRoute(barrier: false, call: "qk_queue_perform")
     }
 
     /// Runs `work` the way `route` says, inside a frame whose caller is the route's, and waits.
@@ -263,11 +310,13 @@ public final class Queue: @unchecked Sendable {
         withoutActuallyEscaping(work) { work in
             let box = UncheckedSendable(work)
             dispatchQueue!.sync(flags: route.isBarrier ? .barrier : []) {
+                if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
                 ThreadSanitizer.holding(self, exclusive: route.isExclusive) {
                     outcome = Result { () throws(E) -> R in
                         try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
                     }
                 }
+                if route.countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
             }
         }
         return try outcome!.get()

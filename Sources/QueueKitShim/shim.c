@@ -3,6 +3,7 @@
 /* The public header, for its status list (relative: the shim has no other use for it). */
 #include "../../include/queuekit.h"
 
+#include <bsd/stdlib.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -202,10 +203,91 @@ int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size) {
     return pthread_getname_np(thread, buffer, size);
 }
 
+int qkshim_thread_set_name(const char *name) {
+    char truncated[16];
+    snprintf(truncated, sizeof truncated, "%s", name);
+    return pthread_setname_np(pthread_self(), truncated);
+}
+
 uint64_t qkshim_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t qkshim_now_coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+_Atomic long qkshim_waiting_threads;
+_Atomic long qkshim_waiting_in_blocks;
+
+static uint64_t qkshim_stall_env;
+
+uint64_t qkshim_parse_stall_ms(const char *text, const char **error) {
+    *error = NULL;
+    long long ms = strtonum(text, 1, 3600000, error);
+    return *error != NULL ? 0 : (uint64_t)ms * 1000000u;
+}
+
+/* Defined in Swift (StallWatch.swift): turns the watch on from qkshim_stall_env_ns(). */
+void queuekit_stall_watch_from_environment(void);
+
+static void qkshim_stall_env_start(void *context) {
+    (void)context;
+    queuekit_stall_watch_from_environment();
+}
+
+/* QUEUEKIT_STALL_MS, read once when the library is loaded. The Swift side is started from a
+ * thread of its own, after the loader is done with this constructor. */
+__attribute__((constructor)) static void qkshim_read_stall_env(void) {
+    const char *text = getenv("QUEUEKIT_STALL_MS");
+    if (text == NULL) return;
+    const char *error = NULL;
+    uint64_t ns = qkshim_parse_stall_ms(text, &error);
+    if (error != NULL) {
+        fprintf(stderr, "QueueKit: QUEUEKIT_STALL_MS=\"%s\" ignored: %s (expected milliseconds from 1 to 3600000)\n",
+                text, error);
+        return;
+    }
+    qkshim_stall_env = ns;
+    int rc = qkshim_thread_start(qkshim_stall_env_start, NULL, NULL);
+    if (rc != 0) fprintf(stderr, "QueueKit: QUEUEKIT_STALL_MS ignored: cannot start a thread (%d)\n", rc);
+}
+
+uint64_t qkshim_stall_env_ns(void) { return qkshim_stall_env; }
+
+struct qkshim_thread_start_args {
+    void (*body)(void *);
+    void *context;
+};
+
+static void *qkshim_thread_main(void *argument) {
+    struct qkshim_thread_start_args args = *(struct qkshim_thread_start_args *)argument;
+    free(argument);
+    args.body(args.context);
+    return NULL;
+}
+
+int qkshim_thread_start(void (*body)(void *context), void *context, const char *name) {
+    struct qkshim_thread_start_args *args = malloc(sizeof *args);
+    if (args == NULL) return ENOMEM;
+    args->body = body;
+    args->context = context;
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    int rc = pthread_create(&thread, &attributes, qkshim_thread_main, args);
+    pthread_attr_destroy(&attributes);
+    if (rc != 0) {
+        free(args);
+        return rc;
+    }
+    if (name != NULL) pthread_setname_np(thread, name);
+    return 0;
 }
 
 int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {

@@ -161,7 +161,7 @@ private final class WriteHolder: Sendable {
         let readers = (0..<2).map { _ in
             spawn {
                 while !stopped.value {
-                    db.read {
+                    _ = try? db.read {
                         inside.update { $0 += 1 }
                         var spin = 0
                         for step in 0..<200 { spin &+= step }

@@ -708,11 +708,11 @@ struct DBQueueSwiftAPITests {
             return store.value["a"]
         }
         #expect(old == nil)
-        #expect(db.read { store.value["a"] } == 1)
+        #expect(try db.read { store.value["a"] } == 1)
         #expect(throws: Oops.self) { try db.read { () throws -> Int in throw Oops() } }
         #expect(throws: Oops.self) { try db.write { () throws -> Int in throw Oops() } }
         #expect(db.queue.label == "swift.db")
-        db.read {
+        try db.read {
             #expect(Queue.current === db.queue)
             #expect(db.queue.check(.onQueue))
             #expect(!db.queue.check(.onQueueAsBarrier))
@@ -723,7 +723,7 @@ struct DBQueueSwiftAPITests {
     @Test func writeInsideReadThrowsWouldDeadlock() throws {
         let db = try DBQueue()
         let ran = Shared(false)
-        db.read {
+        try db.read {
             #expect(throws: QueueKitError.wouldDeadlock) { try db.write { ran.value = true } }
             #expect(throws: QueueKitError.wouldDeadlock) { try db.flush() }
             #expect(throws: QueueKitError.busy) { try db.quiesce() }
@@ -739,7 +739,7 @@ struct DBQueueSwiftAPITests {
         let count = Unprotected(0)
         for _ in 0..<1_000 { db.writeAsync { count.value += 1 } }
         try db.flush()
-        #expect(db.read { count.value } == 1_000)
+        #expect(try db.read { count.value } == 1_000)
         let order = Recorder()
         try db.write {
             db.writeAsync { order.record("async") }

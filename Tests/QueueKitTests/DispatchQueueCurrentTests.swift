@@ -130,14 +130,14 @@ struct DispatchQueueCurrentTests {
                     facts.flag("plain inside queue: isCurrent", plain.isCurrent)
                     _ = try? leaf.sync { facts["leaf inside plain"] = DispatchQueue.currentLabel }
                 }
-                db.read { facts["db read inside queue"] = DispatchQueue.currentLabel }
+                _ = try? db.read { facts["db read inside queue"] = DispatchQueue.currentLabel }
             }
             // The leaf targets a registered system queue: the frame is the more precise answer.
             _ = try? leaf.sync {
                 facts["leaf"] = DispatchQueue.currentLabel
                 facts.flag("leaf: utility.isCurrent", DispatchQueue.global(qos: .utility).isCurrent)
             }
-            db.read { facts.flag("db read alone: nil", DispatchQueue.current == nil) }
+            _ = try? db.read { facts.flag("db read alone: nil", DispatchQueue.current == nil) }
         })
         #expect(facts.all == [
             "queue": "qk.test.dq.frames", "queue: current.isCurrent": "true", "queue: main.isCurrent": "false",

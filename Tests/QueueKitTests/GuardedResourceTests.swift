@@ -22,7 +22,7 @@ struct GuardedResourceTests {
             return dict["a"]
         }
         #expect(old == nil)
-        #expect(store.read { $0["a"] } == 1)
+        #expect(try store.read { $0["a"] } == 1)
         #expect(throws: Oops.self) { try store.read { _ throws -> Int in throw Oops() } }
         #expect(throws: Oops.self) { try store.write { _ throws -> Int in throw Oops() } }
         #expect(store.queue.label == "store")
@@ -31,13 +31,13 @@ struct GuardedResourceTests {
 
     @Test func writeInsideReadThrowsAndChangesNothing() throws {
         let store = try GuardedResource(0)
-        store.read { _ in
+        try store.read { _ in
             #expect(throws: QueueKitError.wouldDeadlock) { try store.write { $0 = 1 } }
             #expect(throws: QueueKitError.wouldDeadlock) { try store.flush() }
             #expect(store.queue.check(.onQueue))
             #expect(!store.queue.check(.onQueueAsBarrier))
         }
-        #expect(store.read { $0 } == 0)
+        #expect(try store.read { $0 } == 0)
     }
 
     @Test func nestedCallsInsideAWriteSeeTheSameStorage() throws {
@@ -47,7 +47,7 @@ struct GuardedResourceTests {
             list.append(1)
             #expect(store.queue.check(.onQueueAsBarrier))
             // A business helper that reads, called from inside the write, through another queue.
-            let inner = try other.sync { store.read { Array($0) } }
+            let inner = try other.sync { try store.read { Array($0) } }
             #expect(inner == [1])
             try store.write { $0.append(2) }
             #expect(list == [1, 2], "the nested write's change is visible once it returned")
@@ -55,25 +55,25 @@ struct GuardedResourceTests {
             return list
         }
         #expect(seen == [1, 2, 3])
-        #expect(store.read { Array($0) } == [1, 2, 3])
+        #expect(try store.read { Array($0) } == [1, 2, 3])
     }
 
     @Test func writeAsyncRunsInOrderAfterTheEnclosingBlock() throws {
         let store = try GuardedResource([String]())
-        store.read { _ in store.writeAsync { $0.append("after the read") } }
+        try store.read { _ in store.writeAsync { $0.append("after the read") } }
         try store.write { log in
             store.writeAsync { $0.append("after the write") }
             log.append("write")
         }
         try store.flush()
-        #expect(store.read { Array($0) } == ["after the read", "write", "after the write"])
+        #expect(try store.read { Array($0) } == ["after the read", "write", "after the write"])
     }
 
     @Test func readersRunConcurrentlyAndWritesAddUp() throws {
         let store = try GuardedResource(0)
         let meet = Rendezvous(parties: 2)
-        let a = spawn { store.read { _ in #expect(meet.arrive()) } }
-        let b = spawn { store.read { _ in #expect(meet.arrive()) } }
+        let a = spawn { _ = try? store.read { _ in #expect(meet.arrive()) } }
+        let b = spawn { _ = try? store.read { _ in #expect(meet.arrive()) } }
         #expect(waits(for: a))
         #expect(waits(for: b))
 
@@ -90,7 +90,7 @@ struct GuardedResourceTests {
         }
         for thread in threads { #expect(waits(for: thread)) }
         try store.flush()
-        #expect(store.read { $0 } == 4_000)
+        #expect(try store.read { $0 } == 4_000)
     }
 
     /// The get-specific reader/writer deadlock, through the Swift API: a reader nests a read through another queue
@@ -102,11 +102,11 @@ struct GuardedResourceTests {
         let go = DispatchSemaphore(value: 0)
         let nested = Shared<[String]?>(nil)
         let reader = spawn {
-            store.read { _ in
+            #expect(throws: Never.self) { try store.read { _ in
                 inside.signal()
                 _ = waits(for: go)
-                nested.value = try? hop.sync { store.read { Array($0) } }
-            }
+                nested.value = try? hop.sync { try store.read { Array($0) } }
+            } }
         }
         #expect(waits(for: inside))
         store.writeAsync { $0.append("write") }
@@ -114,7 +114,7 @@ struct GuardedResourceTests {
         #expect(waits(for: reader), "the nested read deadlocked")
         #expect(nested.value == [], "the nested read ran before the pending write")
         try store.flush()
-        #expect(store.read { Array($0) } == ["write"])
+        #expect(try store.read { Array($0) } == ["write"])
     }
 
     @Test func theResourceIsFreedWithItsGuard() throws {

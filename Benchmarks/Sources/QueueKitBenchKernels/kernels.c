@@ -5,9 +5,12 @@
 #include <dispatch/dispatch.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <queuekit.h>
@@ -667,3 +670,166 @@ qkb_sample_t qkb_get_specific(uint64_t iterations) {
     dispatch_release(queue);
     return sample(id.elapsed, iterations);
 }
+
+/* ---- sync onto an idle queue ------------------------------------------------------------------ */
+
+/* Times `iterations` syncs of the tiny work onto `queue` through `sync`. */
+static uint64_t time_syncs(void (*sync)(void *queue), void *queue, uint64_t iterations) {
+    uint64_t begin = qkb_now_ns();
+    for (uint64_t i = 0; i < iterations; i++) sync(queue);
+    return qkb_now_ns() - begin;
+}
+
+static void qk_sync_once(void *queue) { qk_queue_sync(queue, &db_data, read_work); }
+static void gcd_sync_once(void *queue) { dispatch_sync_f(queue, &db_data, read_work); }
+
+qkb_sample_t qkb_qk_sync_idle(uint64_t iterations) {
+    qk_queue_t *queue = qk_queue_create("bench.sync", QK_QUEUE_SERIAL);
+    uint64_t elapsed = time_syncs(qk_sync_once, queue, iterations);
+    qk_queue_release(queue);
+    return sample(elapsed, iterations);
+}
+
+qkb_sample_t qkb_gcd_sync_idle(uint64_t iterations) {
+    dispatch_queue_t queue = dispatch_queue_create("bench.gcd.serial", NULL);
+    uint64_t elapsed = time_syncs(gcd_sync_once, queue, iterations);
+    dispatch_release(queue);
+    return sample(elapsed, iterations);
+}
+
+/* ---- deadlock detection ------------------------------------------------------------------------ */
+
+typedef struct {
+    bool queuekit;
+    qk_condlock_t *lock;
+    pthread_mutex_t mutex;
+    uint64_t per_thread;
+} contended_t;
+
+static void critical_section(void) {
+    for (volatile int spin = 0; spin < 100; spin++) {
+    }
+}
+
+static void contended_thread(void *context, int index) {
+    (void)index;
+    contended_t *c = context;
+    for (uint64_t i = 0; i < c->per_thread; i++) {
+        /* A critical section of ~100 ns, so that the others queue up behind the holder. */
+        if (c->queuekit) {
+            qk_condlock_lock(c->lock);
+            critical_section();
+            qk_condlock_unlock(c->lock);
+        } else {
+            pthread_mutex_lock(&c->mutex);
+            critical_section();
+            pthread_mutex_unlock(&c->mutex);
+        }
+    }
+}
+
+qkb_sample_t qkb_contended_lock(bool queuekit, int threads, uint64_t iterations) {
+    contended_t c = {.queuekit = queuekit, .per_thread = iterations / (uint64_t)threads};
+    pthread_mutex_init(&c.mutex, NULL);
+    if (queuekit) c.lock = qk_condlock_create(0);
+    uint64_t elapsed = qkb_run_threads(threads, contended_thread, &c);
+    if (queuekit) check(qk_condlock_destroy(c.lock), "qk_condlock_destroy");
+    pthread_mutex_destroy(&c.mutex);
+    return sample(elapsed, c.per_thread * (uint64_t)threads);
+}
+
+typedef struct {
+    qk_condlock_t *held;        /* what the bystanders wait for */
+    qk_queue_t *a, *b;          /* the half-closed ring */
+    atomic_int a_inside;
+    int which;                  /* 0: refusals, 1: wait reports */
+    uint64_t iterations;
+    uint64_t elapsed;
+    int expected_waiters;
+    char *buffer;
+    pthread_t ring_thread;
+} ring_t;
+
+static void *bystander(void *context) {
+    ring_t *r = context;
+    check(qk_condlock_lock(r->held), "bystander lock");
+    check(qk_condlock_unlock(r->held), "bystander unlock");
+    return NULL;
+}
+
+static void ring_nothing(void *context) { (void)context; }
+
+static void ring_a_block(void *context) {
+    ring_t *r = context;
+    atomic_store(&r->a_inside, 1);
+    check(qk_queue_sync(r->b, NULL, ring_nothing), "the ring's thread in A: sync(B)");
+}
+
+static void *ring_a_thread(void *context) {
+    ring_t *r = context;
+    pthread_setname_np(pthread_self(), "bench-ring");
+    check(qk_queue_sync(r->a, r, ring_a_block), "the ring's thread: sync(A)");
+    return NULL;
+}
+
+static int count_lines(const char *text) {
+    int lines = 0;
+    for (; *text; text++) lines += *text == '\n';
+    return lines;
+}
+
+static void quiet_report(void *context, const char *report) { (void)context; (void)report; }
+
+static void *ring_a_thread(void *context);
+
+static void ring_b_block(void *context) {
+    ring_t *r = context;
+    /* B is held: the ring's other thread takes A and waits for B. */
+    check(pthread_create(&r->ring_thread, NULL, ring_a_thread, r), "pthread_create");
+    /* Every bystander waits, and the ring's thread waits for B from inside A (not merely on its
+     * way into A: its sync onto A is published for an instant before dispatch runs it). */
+    while (qk_copy_wait_report(r->buffer, 1 << 16) == 0 || count_lines(r->buffer) < r->expected_waiters + 1
+           || strstr(r->buffer, "qk_queue_sync(serial queue \"bench.ring.b\")") == NULL)
+        sched_yield();
+    uint64_t begin = qkb_now_ns();
+    for (uint64_t i = 0; i < r->iterations; i++) {
+        if (r->which == 0) {
+            int status = qk_queue_sync(r->a, NULL, ring_nothing);
+            if (status != EDEADLK) {
+                qk_copy_wait_report(r->buffer, 1 << 16);
+                fprintf(stderr, "queuekit-bench: the cycle was not refused (status %d, iteration %llu); waits:\n%s",
+                        status, (unsigned long long)i, r->buffer);
+                abort();
+            }
+        } else {
+            qk_copy_wait_report(r->buffer, 1 << 16);
+        }
+    }
+    r->elapsed = qkb_now_ns() - begin;
+}
+
+static qkb_sample_t ring(int which, int bystanders, uint64_t iterations) {
+    ring_t r = {.which = which, .iterations = iterations, .expected_waiters = bystanders + 1};
+    r.buffer = malloc(1 << 16);
+    r.held = qk_condlock_create(0);
+    r.a = qk_queue_create("bench.ring.a", QK_QUEUE_SERIAL);
+    r.b = qk_queue_create("bench.ring.b", QK_QUEUE_SERIAL);
+    check(qk_condlock_lock(r.held), "lock");
+    pthread_t *threads = calloc((size_t)bystanders + 1, sizeof *threads);
+    for (int i = 0; i < bystanders; i++) check(pthread_create(&threads[i], NULL, bystander, &r), "pthread_create");
+    qk_set_deadlock_handler(quiet_report, NULL);
+    check(qk_queue_sync(r.b, &r, ring_b_block), "sync(B)");
+    threads[bystanders] = r.ring_thread;
+    qk_set_deadlock_handler(NULL, NULL);
+    check(qk_condlock_unlock(r.held), "unlock");
+    for (int i = 0; i <= bystanders; i++) pthread_join(threads[i], NULL);
+    free(threads);
+    check(qk_condlock_destroy(r.held), "qk_condlock_destroy");
+    qk_queue_release(r.a);
+    qk_queue_release(r.b);
+    free(r.buffer);
+    return sample(r.elapsed, iterations);
+}
+
+qkb_sample_t qkb_qk_detect_cycle(int bystanders, uint64_t iterations) { return ring(0, bystanders, iterations); }
+qkb_sample_t qkb_qk_wait_report(int bystanders, uint64_t iterations) { return ring(1, bystanders, iterations); }

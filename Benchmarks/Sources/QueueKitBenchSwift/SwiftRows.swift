@@ -20,7 +20,7 @@ public func dbQueueRead(_ n: UInt64) -> Double {
     let db = try! DBQueue(label: "bench.swift.read")
     var count = 0
     let begin = nowNs()
-    for _ in 0..<n { db.read { count &+= 1 } }
+    for _ in 0..<n { try! db.read { count &+= 1 } }
     let elapsed = nowNs() - begin
     sink &+= count
     return Double(elapsed) / Double(n)

@@ -3,7 +3,26 @@ import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
-    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() }
+    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() }
+
+    // MARK: Deadlock detection
+
+    static func deadlocks() -> [Row] {
+        let group = "deadlock detection"
+        let contended = "contended lock+unlock hand-off, 4 threads, ~100 ns held"
+        let detect = "refuse a cycle, 64 other threads waiting"
+        let report = "wait report, 65 threads waiting"
+        return [
+            Row(group: group, workload: contended, impl: "QueueKit qk_condlock_lock/unlock (detection on)", isQueueKit: true,
+                unit: "op", operations: 200_000, run: { qkb_contended_lock(true, 4, $0) }),
+            Row(group: group, workload: contended, impl: "pthread_mutex", isQueueKit: false,
+                unit: "op", operations: 200_000, run: { qkb_contended_lock(false, 4, $0) }),
+            Row(group: group, workload: detect, impl: "QueueKit qk_queue_sync → EDEADLK + report", isQueueKit: true,
+                unit: "refusal", operations: 2_000, run: { qkb_qk_detect_cycle(64, $0) }),
+            Row(group: group, workload: report, impl: "QueueKit qk_copy_wait_report", isQueueKit: true,
+                unit: "report", operations: 2_000, run: { qkb_qk_wait_report(64, $0) }),
+        ]
+    }
 
     // MARK: Condition lock
 
@@ -115,7 +134,12 @@ enum Catalog {
 
     static func identity() -> [Row] {
         let workload = "identity, inside a block"
+        let sync = "sync onto an idle serial queue"
         return [
+            Row(group: "identity", workload: sync, impl: "QueueKit qk_queue_sync", isQueueKit: true,
+                unit: "op", operations: 2_000_000, run: { qkb_qk_sync_idle($0) }),
+            Row(group: "identity", workload: sync, impl: "GCD dispatch_sync_f", isQueueKit: false,
+                unit: "op", operations: 2_000_000, run: { qkb_gcd_sync_idle($0) }),
             Row(group: "identity", workload: workload, impl: "QueueKit qk_queue_current()", isQueueKit: true,
                 unit: "call", operations: 10_000_000, run: { qkb_qk_current($0) }),
             Row(group: "identity", workload: workload, impl: "QueueKit qk_queue_is_current(q)", isQueueKit: true,

@@ -21,7 +21,7 @@ public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPoi
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
         if _slowPath(Fork.isChild) { try db.checkFork() }
-        db.withReadAccess { work(context) }
+        try db.withReadAccess(db.enterRead()) { work(context) }
     }
 }
 

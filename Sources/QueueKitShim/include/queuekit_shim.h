@@ -109,8 +109,57 @@ void qkshim_fork_hooks_set(void (*prepare)(void), void (*parent)(void), void (*c
 /* pthread_getname_np (a GNU extension Swift's Glibc module does not show): 0 or an errno. */
 int qkshim_thread_get_name(pthread_t thread, char *buffer, size_t size);
 
+/* pthread_setname_np on the calling thread (at most 15 bytes are kept): 0 or an errno. */
+int qkshim_thread_set_name(const char *name);
+
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t qkshim_now_ns(void);
+
+/* Nanoseconds on CLOCK_MONOTONIC_COARSE: the same clock at tick resolution (a few ms), for a
+ * fraction of the cost. How long a published wait has lasted is measured on it. */
+uint64_t qkshim_now_coarse_ns(void);
+
+/* How many threads have a wait published (see WaitRegistry.swift): an upper bound at every
+ * instant. Incremented after a publication, decremented after its withdrawal, sequentially
+ * consistent, so that of two threads publishing at once the later one sees the earlier. A plain
+ * global: touched on the sync path, where a Swift lazy global would cost a swift_once call. */
+extern _Atomic long qkshim_waiting_threads;
+static inline long qkshim_waiting_enter(void) {
+    return __atomic_fetch_add((long *)&qkshim_waiting_threads, 1, __ATOMIC_SEQ_CST);
+}
+static inline void qkshim_waiting_leave(void) {
+    __atomic_fetch_sub((long *)&qkshim_waiting_threads, 1, __ATOMIC_SEQ_CST);
+}
+
+/* How many of those waits were published from inside a block (with a frame chain): only they can
+ * hold a queue. Incremented before qkshim_waiting_enter, decremented after qkshim_waiting_leave. */
+extern _Atomic long qkshim_waiting_in_blocks;
+static inline void qkshim_waiting_in_block_enter(void) {
+    __atomic_fetch_add((long *)&qkshim_waiting_in_blocks, 1, __ATOMIC_SEQ_CST);
+}
+static inline void qkshim_waiting_in_block_leave(void) {
+    __atomic_fetch_sub((long *)&qkshim_waiting_in_blocks, 1, __ATOMIC_SEQ_CST);
+}
+static inline long qkshim_waiting_in_blocks_load(void) {
+    return __atomic_load_n((long *)&qkshim_waiting_in_blocks, __ATOMIC_SEQ_CST);
+}
+/* In a forked child: no thread waits (the others are gone; the forking thread waits for nothing). */
+static inline void qkshim_waiting_reset(void) {
+    __atomic_store_n((long *)&qkshim_waiting_threads, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n((long *)&qkshim_waiting_in_blocks, 0, __ATOMIC_SEQ_CST);
+}
+
+/* The stall watch that QUEUEKIT_STALL_MS asks for: the threshold in nanoseconds read from the
+ * environment when the library was loaded (0: not asked for, or not a number from 1 to
+ * 3,600,000, which was reported on stderr). */
+uint64_t qkshim_stall_env_ns(void);
+
+/* Parses a QUEUEKIT_STALL_MS value with libbsd's strtonum: nanoseconds, or 0 with `*error` set
+ * to strtonum's message ("invalid", "too small", "too large"). */
+uint64_t qkshim_parse_stall_ms(const char *text, const char **error);
+
+/* Starts a detached thread running `body(context)`; 0 or the pthread_create error. */
+int qkshim_thread_start(void (*body)(void *context), void *context, const char *name);
 
 /* Waits while *word == expected, until woken or the absolute CLOCK_MONOTONIC deadline (UINT64_MAX:
  * none). Returns 0 when woken or the value differed, ETIMEDOUT at the deadline, EINTR spuriously;

@@ -12,6 +12,7 @@
 #ifndef QKBENCH_H
 #define QKBENCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -114,5 +115,24 @@ qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint
 qkb_sample_t qkb_qk_current(uint64_t iterations);
 qkb_sample_t qkb_qk_is_current(uint64_t iterations);
 qkb_sample_t qkb_get_specific(uint64_t iterations);
+
+/* ---- Deadlock detection ---------------------------------------------------------------------- */
+
+/** `threads` threads lock and unlock one lock, `iterations` times in all (per lock+unlock): the
+ *  contended hand-off, where a waiter that sleeps publishes its wait and searches for a cycle.
+ *  `queuekit` selects qk_condlock_lock/unlock, otherwise a pthread mutex. */
+qkb_sample_t qkb_contended_lock(bool queuekit, int threads, uint64_t iterations);
+/** With `bystanders` threads waiting inside QueueKit (on a condition lock held throughout) and a
+ *  ring of two queues half closed (a thread in queue A waits for queue B), the thread in B calls
+ *  qk_queue_sync(A) `iterations` times: each call is refused with EDEADLK (per refusal: the
+ *  publication, the cycle search over every waiting thread, the report and its handler). */
+qkb_sample_t qkb_qk_detect_cycle(int bystanders, uint64_t iterations);
+/** In the same setting, qk_copy_wait_report into a 64 KiB buffer (per report). */
+qkb_sample_t qkb_qk_wait_report(int bystanders, uint64_t iterations);
+
+/** qk_queue_sync of a tiny piece of work onto an idle serial queue (nobody else uses it). */
+qkb_sample_t qkb_qk_sync_idle(uint64_t iterations);
+/** dispatch_sync_f of the same work onto an idle serial queue. */
+qkb_sample_t qkb_gcd_sync_idle(uint64_t iterations);
 
 #endif /* QKBENCH_H */
