@@ -198,11 +198,11 @@ size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 /* ThreadSanitizer: in a program built with -fsanitize=thread, the sanitizer's runtime defines its
  * annotation interface (tsan_interface.h and the dynamic annotations), which this library
  * references weakly (shim.c). qkshim_tsan_mode, set once when the library is loaded, says what
- * ThreadSanitizer.swift does: QKSHIM_TSAN_ANNOTATE when the runtime is present (tell it about
- * QueueKit's hand-offs, which it cannot see in an uninstrumented library);
- * QKSHIM_TSAN_HIDE_INTERNALS as well when this library itself is not instrumented (SwiftPM's
- * --sanitize=thread build is), to keep its own memory accesses out of the reports. 0 without the
- * sanitizer: each check is then one load and one predictable branch. The functions below do the
+ * ThreadSanitizer.swift does, when the runtime is present and this library itself is not
+ * instrumented (SwiftPM's --sanitize=thread build is, and needs neither): QKSHIM_TSAN_ANNOTATE,
+ * tell it about QueueKit's hand-offs, which it cannot see in an uninstrumented library, and
+ * QKSHIM_TSAN_HIDE_INTERNALS, keep the library's own memory accesses out of the reports. 0
+ * otherwise: each check is then one load and one predictable branch. The functions below do the
  * work, out of line. */
 #define QKSHIM_TSAN_ANNOTATE 1u
 #define QKSHIM_TSAN_HIDE_INTERNALS 2u
