@@ -52,7 +52,7 @@ stage packages         "$ROOT/scripts/check-packages.sh"
 stage tsan-c           "$ROOT/scripts/check-tsan.sh" "$STAGE_DIR"
 # Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
 # directory, so the plain build stays incremental); the C programs under ASan+UBSan and valgrind.
-stage tsan             swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
+stage tsan             env TSAN_OPTIONS="suppressions=$ROOT/Tests/tsan.supp" swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"
 # The C programs (ctest label `program`): built with ASan+UBSan in a build directory of their own
 # (-DQK_SANITIZE=address), and the plain build's under valgrind (ctest -T memcheck).
 stage asan-ubsan       asan_ubsan
