@@ -16,15 +16,8 @@
  * -----------
  * - Every function that can fail returns `int`: 0 on success, otherwise a positive errno value
  *   from <errno.h>, as pthreads do. Constructors return a pointer, or NULL with errno set.
- *     EINVAL     a NULL or wrong-type handle, a NULL function or key, an out-of-range enum;
- *     EBUSY      a try-variant could not acquire; destroying an object that is in use;
- *     ETIMEDOUT  the deadline passed first;
- *     EPERM      unlocking a lock the calling thread does not hold; a failed qk_queue_check;
- *     EDEADLK    the call would deadlock, so it did nothing (the function was not run);
- *     EOWNERDEAD the condition lock was acquired and IS HELD, but its previous owner exited
- *                holding it (see "Threads that die and processes that fork" below);
- *     ENOTRECOVERABLE  in a forked child, a call that needs threads the child does not have;
- *     ENOMEM     out of memory.
+ *   QK_STATUS_MAP below lists every such value with its meaning; qk_strerror describes a status
+ *   and qk_status_name names it ("EDEADLK").
  * - Misuse never crashes and never corrupts: a bad argument gets an error code. The only calls
  *   that abort are the ones named *_precondition; they print one line saying what was expected.
  * - Handles carry a type tag: passing a handle of another QueueKit type is EINVAL. A handle that
@@ -112,9 +105,37 @@ typedef void (*qk_function_t)(void *context);
 /** A deadline that never expires. */
 #define QK_FOREVER 0xFFFFFFFFFFFFFFFFull /* == UINT64_MAX */
 
-/** A static, never-NULL English description of a status returned by any QueueKit function
- *  (0, one of the errno values above, or anything else, which gets a generic text). */
+/** Every non-zero status a QueueKit function returns, one `XX(code, description)` per status:
+ *  `code` is the <errno.h> constant, `description` what it means from QueueKit. This one list
+ *  produces qk_strerror, qk_status_name, the Swift QueueKitError constants and the manual's
+ *  table of statuses (EOWNERDEAD and ENOTRECOVERABLE: see "Threads that die and processes that
+ *  fork" above). Expand it with a macro of your own, after including <errno.h>:
+ *
+ *      #define NAME_CASE(code, description) case code: return #code;
+ *      switch (status) { QK_STATUS_MAP(NAME_CASE) default: return "?"; }
+ */
+#define QK_STATUS_MAP(XX)                                                                        \
+    XX(EINVAL, "invalid argument: a NULL or wrong-type handle, a NULL function or key, "         \
+               "or an out-of-range enum value")                                                  \
+    XX(EBUSY, "busy: a try-variant could not acquire without waiting, "                          \
+              "or the object is in use")                                                         \
+    XX(ETIMEDOUT, "timed out: the deadline passed first")                                        \
+    XX(EPERM, "not permitted: the calling thread does not hold the lock, "                       \
+              "or the check failed")                                                             \
+    XX(EDEADLK, "would deadlock: the call did nothing and the work was not run")                 \
+    XX(EOWNERDEAD, "owner died: the lock is held now, but its previous owner exited holding it") \
+    XX(ENOTRECOVERABLE, "not recoverable: in a forked child, the call needs threads "            \
+                        "the child does not have")                                               \
+    XX(ENOMEM, "out of memory")
+
+/** A static, never-NULL English description of a status returned by any QueueKit function:
+ *  "success" for 0, the description of QK_STATUS_MAP for its values, a generic text for
+ *  anything else. */
 QK_EXPORT const char *qk_strerror(int status);
+
+/** The symbolic name of a status of QK_STATUS_MAP, for logs: "EDEADLK" for EDEADLK. "" for 0
+ *  and for anything not in the list. Static, never NULL. */
+QK_EXPORT const char *qk_status_name(int status);
 
 /** Nanoseconds on CLOCK_MONOTONIC: the clock every QueueKit deadline is measured on.
  *  A deadline for "500 ms from now" is qk_now_ns() + 500000000. */

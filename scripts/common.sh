@@ -30,18 +30,22 @@ quietly() {
 
 # Installs the Debian packages the build needs, only those missing (apt-get update once).
 ensure_packages() {
-    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind) missing=() package
+    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind)
     if ! command -v dpkg-query >/dev/null; then
         echo "not a Debian system: make sure these are installed: ${wanted[*]}" >&2
         return 0
     fi
-    for package in "${wanted[@]}"; do
+    ensure_debian_tools "${wanted[@]}"
+}
+
+# Installs the given Debian packages when missing (the tools of one stage: lintian, dpkg-dev, ...).
+ensure_debian_tools() {
+    local missing=() package sudo=()
+    for package in "$@"; do
         dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
             missing+=("$package")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-
-    local sudo=()
     [ "$(id -u)" -eq 0 ] || sudo=(sudo)
     echo "installing ${missing[*]}"
     quietly "${sudo[@]}" apt-get update -qq

@@ -46,6 +46,10 @@ stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
 stage pkg-config       consume_pkgconfig
 stage find-package     consume_find_package
+stage manpages         "$ROOT/scripts/check-manpages.sh" "$STAGE_DIR"
+stage abi              "$ROOT/scripts/abi.py" gate "$STAGE_DIR/lib/libqueuekit.so" "$ROOT/include/queuekit.h" "$ROOT/cmake/libqueuekit0.symbols"
+stage packages         "$ROOT/scripts/check-packages.sh"
+stage tsan-c           "$ROOT/scripts/check-tsan.sh" "$STAGE_DIR"
 # Reliability (README, "Reliability"): ThreadSanitizer over the Swift tests (its own build
 # directory, so the plain build stays incremental); the C programs under ASan+UBSan and valgrind.
 stage tsan             env TSAN_OPTIONS="suppressions=$ROOT/Tests/tsan.supp" swift test --sanitize=thread --scratch-path "$ROOT/.build-tsan"

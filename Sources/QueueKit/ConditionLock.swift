@@ -430,6 +430,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// and a store suffice).
     @inline(__always)
     private func didAcquire(by thread: UInt64, waited: Bool) {
+        ThreadSanitizer.conditionLockAcquired(self)
         owner.store(thread, ordering: .relaxed)
         qkshim_condlock_acquired()
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
@@ -565,6 +566,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inline(__always)
     private func relinquish() throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        ThreadSanitizer.conditionLockReleasing(self)
         owner.store(0, ordering: .relaxed)
         qkshim_condlocks_held_decrement()
     }
@@ -739,6 +741,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     func abandon(heldBy thread: UInt64) {
         guard owner.load(ordering: .relaxed) == thread else { return }
+        ThreadSanitizer.conditionLockReleasing(self)   // on the exiting holder's own thread
         owner.store(0, ordering: .relaxed)
         release(setting: nil, news: .abandon(by: thread))
     }

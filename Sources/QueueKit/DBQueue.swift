@@ -141,6 +141,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
+        ThreadSanitizer.destroying(self)
         if brokenByFork.load(ordering: .relaxed) { return }
         let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
         Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
@@ -188,6 +189,7 @@ public final class DBQueue: @unchecked Sendable {
     public func flush() throws(QueueKitError) {
         if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
+        defer { ThreadSanitizer.acquire(self) }
         let target = asyncTarget()
         if writesHaveRun(upTo: target, state: state.load(ordering: .acquiring)) { return }
         if Self.threadMayHelp() {
@@ -208,6 +210,7 @@ public final class DBQueue: @unchecked Sendable {
         if _slowPath(Fork.isChild) { do { try checkFork() } catch { return } }
         guard acquire(.write, call: .destroy) else { throw .wouldDeadlock }
         releaseWrite()
+        ThreadSanitizer.acquire(self)
         // The worker need not linger for a queue that is going away.
         closing.store(true, ordering: .releasing)
         wakeDrainer(start: false)
@@ -243,6 +246,8 @@ public final class DBQueue: @unchecked Sendable {
             return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
         }
         defer { releaseRead() }
+        ThreadSanitizer.locked(self, shared: true)
+        defer { ThreadSanitizer.unlocking(self, shared: true) }
         return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
     }
 
@@ -277,6 +282,8 @@ public final class DBQueue: @unchecked Sendable {
             return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
         }
         defer { releaseWrite() }
+        ThreadSanitizer.locked(self)
+        defer { ThreadSanitizer.unlocking(self) }
         return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
     }
 
@@ -291,6 +298,7 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/notRecoverable`` in a forked child (nothing queued).
     func writeAsync(_ work: CWork) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
+        let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
         let before = state.add(Bits.oneAsync, ordering: .sequentiallyConsistent).oldValue
         writes.push(work)
         // The first pending write makes sure a worker exists; a lingering one finds it by polling.
@@ -1006,7 +1014,7 @@ public final class DBQueue: @unchecked Sendable {
     private func startDrainer() {
         if drainer.compareExchange(expected: Self.drainerIdle, desired: Self.drainerActive,
                                    ordering: .sequentiallyConsistent).exchanged {
-            writer.async { self.drain() }
+            writer.async { ThreadSanitizer.internalCode { self.drain() } }
         }
     }
 

@@ -85,7 +85,7 @@ enum ExecutionContext {
         defer { qkshim_frame_set(saved) }
         return try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
             qkshim_frame_set(UnsafeMutableRawPointer(pointer))
-            return try body()
+            return try ThreadSanitizer.userCode(body)
         }
     }
 

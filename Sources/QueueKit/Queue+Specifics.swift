@@ -9,7 +9,7 @@ final class Specifics: Sendable {
         let value: UnsafeMutableRawPointer
         let destructor: SpecificDestructor?
 
-        func destroy() { destructor?(value) }
+        func destroy() { ThreadSanitizer.userCode { destructor?(value) } }
     }
 
     private let entries = Lock<[UInt: Entry]>([:])

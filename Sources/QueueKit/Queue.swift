@@ -118,6 +118,7 @@ public final class Queue: @unchecked Sendable {
     }
 
     deinit {
+        ThreadSanitizer.destroying(self)
         specifics.destroyAll()
     }
 
@@ -191,8 +192,11 @@ public final class Queue: @unchecked Sendable {
         let exclusive = barrier || isSerial
         let countsBarrier = barrier && !isSerial
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let work = ThreadSanitizer.handOff(work)
         dispatchQueue.async(flags: barrier ? .barrier : []) {
-            ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
+            ThreadSanitizer.holding(self, exclusive: exclusive) {
+                ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
+            }
             if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
         }
     }
@@ -307,8 +311,10 @@ public final class Queue: @unchecked Sendable {
             let box = UncheckedSendable(work)
             dispatchQueue!.sync(flags: route.isBarrier ? .barrier : []) {
                 if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
-                outcome = Result { () throws(E) -> R in
-                    try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
+                ThreadSanitizer.holding(self, exclusive: route.isExclusive) {
+                    outcome = Result { () throws(E) -> R in
+                        try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
+                    }
                 }
                 if route.countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
             }

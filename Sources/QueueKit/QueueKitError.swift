@@ -1,3 +1,5 @@
+import QueueKitShim
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -23,28 +25,22 @@ public struct QueueKitError: Error, RawRepresentable, Hashable, Sendable, Custom
     public static let notPermitted = QueueKitError(rawValue: EPERM)
     /// `EDEADLK`: the call would deadlock, so it did nothing (the work was not run).
     public static let wouldDeadlock = QueueKitError(rawValue: EDEADLK)
-    /// `ENOMEM`: out of memory.
-    public static let outOfMemory = QueueKitError(rawValue: ENOMEM)
     /// `EOWNERDEAD`: the lock was acquired and is held, but its previous owner exited holding it.
     public static let ownerDied = QueueKitError(rawValue: EOWNERDEAD)
     /// `ENOTRECOVERABLE`: in a forked child, the call needs threads the child does not have.
     public static let notRecoverable = QueueKitError(rawValue: ENOTRECOVERABLE)
+    /// `ENOMEM`: out of memory.
+    public static let outOfMemory = QueueKitError(rawValue: ENOMEM)
 
-    /// A static description of any status (0 included), as `qk_strerror` returns it.
-    public static func describe(_ status: Int32) -> StaticString {
-        switch status {
-        case 0: return "success"
-        case EINVAL: return "invalid argument (NULL or wrong-type handle, NULL function or key, bad enum value)"
-        case EBUSY: return "busy: could not acquire without waiting, or the object is in use"
-        case ETIMEDOUT: return "timed out: the deadline passed first"
-        case EPERM: return "not permitted: the calling thread does not hold the lock, or the check failed"
-        case EDEADLK: return "would deadlock: the call did nothing and the work was not run"
-        case ENOMEM: return "out of memory"
-        case EOWNERDEAD: return "owner died: the lock is held now, but its previous owner exited holding it"
-        case ENOTRECOVERABLE: return "not recoverable: in a forked child, the call needs threads the child does not have"
-        default: return "unknown QueueKit status"
-        }
+    /// The description of any status (0 included), as `qk_strerror` returns it: the text of
+    /// `QK_STATUS_MAP` in `queuekit.h`, the one list of statuses. Thread-safe.
+    public static func describe(_ status: Int32) -> String {
+        String(cString: qkshim_status_description(status))
     }
+
+    /// The errno's symbolic name ("EDEADLK"), as `qk_status_name` returns it; "" for a status
+    /// that `QK_STATUS_MAP` does not list.
+    public var name: String { String(cString: qkshim_status_name(rawValue)) }
 
     public var description: String { "QueueKitError(\(rawValue)): \(Self.describe(rawValue))" }
 

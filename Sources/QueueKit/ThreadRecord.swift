@@ -104,6 +104,8 @@ final class ThreadRecord: @unchecked Sendable {
     /// Runs on the exiting thread, once: the condition locks it still holds are abandoned (see
     /// `Lifecycle.swift`), the record leaves the registry and is marked gone.
     static func threadDidExit(_ record: ThreadRecord) {
+        let hidden = ThreadSanitizer.enterInternalCode()   // QueueKit's code outside any C API call
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
         if qkshim_condlocks_held() > 0 { LiveConditionLocks.abandonAll(heldBy: record.number) }
         registry.withLock { records in
             record.hasExited = true

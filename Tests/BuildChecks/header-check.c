@@ -6,9 +6,20 @@
  */
 #include <queuekit.h>
 
+#include <errno.h>
+
 #if QK_VERSION_NUMBER != QK_VERSION_MAJOR * 10000 + QK_VERSION_MINOR * 100 + QK_VERSION_PATCH
 #error "QK_VERSION_NUMBER disagrees with its parts"
 #endif
+
+/* The status list expands as its documentation shows (a repeated value would not compile). */
+#define NAME_CASE(code, description) case code: return #code;
+static const char *status_name(int status) {
+    switch (status) {
+    QK_STATUS_MAP(NAME_CASE)
+    default: return "";
+    }
+}
 
 static void work(void *context) {
     (void)context;
@@ -31,5 +42,6 @@ int header_check(void) {
     stats.acquisitions = 0;
     return (function != 0) + (create != 0) + (sync != 0) + (read != 0) +
            (lock_when_until != 0) + (int)predicate + (int)qos + (int)(stats.size > 0) +
-           (forever == UINT64_MAX) + (qk_strerror(0) != 0);
+           (forever == UINT64_MAX) + (qk_strerror(0) != 0) +
+           (status_name(EDEADLK)[0] == 'E') + (qk_status_name(0) != 0);
 }

@@ -1,4 +1,5 @@
 import CQueueKit
+import QueueKitShim
 
 // The general conventions of the C API: version, status text, clock. No logic of their own.
 
@@ -14,7 +15,12 @@ public func qk_version_number() -> Int32 {
 
 @_cdecl("qk_strerror") @implementation @_spi(CAPI)
 public func qk_strerror(_ status: Int32) -> UnsafePointer<CChar>? {
-    CString.literal(QueueKitError.describe(status))
+    qkshim_status_description(status)
+}
+
+@_cdecl("qk_status_name") @implementation @_spi(CAPI)
+public func qk_status_name(_ status: Int32) -> UnsafePointer<CChar>? {
+    qkshim_status_name(status)
 }
 
 @_cdecl("qk_now_ns") @implementation @_spi(CAPI)

@@ -29,7 +29,7 @@ private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) 
 
 @_cdecl("qk_condlock_create") @implementation @_spi(CAPI)
 public func qk_condlock_create(_ condition: Int) -> OpaquePointer? {
-    Handle.retained(CConditionLock(condition: condition))
+    Handle.created { CConditionLock(condition: condition) }
 }
 
 @_cdecl("qk_condlock_destroy") @implementation @_spi(CAPI)

@@ -6,11 +6,7 @@ import Glibc
 
 @_cdecl("qk_dbqueue_create") @implementation @_spi(CAPI)
 public func qk_dbqueue_create(_ label: UnsafePointer<CChar>?) -> OpaquePointer? {
-    do {
-        return Handle.retained(try DBQueue(label: label.map { String(cString: $0) }))
-    } catch {
-        return Handle.failure(error.rawValue)
-    }
+    Handle.created { () throws(QueueKitError) in try DBQueue(label: label.map { String(cString: $0) }) }
 }
 
 @_cdecl("qk_dbqueue_destroy") @implementation @_spi(CAPI)

@@ -11,6 +11,8 @@ enum Handle {
     @inline(__always)
     static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R {
         guard let handle, isTagged(handle, as: type) else { return otherwise }
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
         return Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
     }
 
@@ -34,7 +36,20 @@ enum Handle {
         UnsafeRawPointer(handle).loadUnaligned(as: UInt.self) == UInt(bitPattern: unsafeBitCast(type, to: UnsafeRawPointer.self))
     }
 
-    /// A handle that owns one reference to `object` (a constructor's result).
+    /// A handle that owns one reference to the object `make` creates (a constructor's result), or
+    /// `NULL` with `errno` set to the error it throws.
+    @inline(__always)
+    static func created<T: AnyObject>(_ make: () throws(QueueKitError) -> T) -> OpaquePointer? {
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
+        do throws(QueueKitError) {
+            return retained(try make())
+        } catch {
+            return failure(error.rawValue)
+        }
+    }
+
+    /// A handle that owns one reference to `object`.
     static func retained<T: AnyObject>(_ object: T) -> OpaquePointer {
         OpaquePointer(Unmanaged.passRetained(object).toOpaque())
     }
@@ -46,6 +61,8 @@ enum Handle {
 
     /// Gives up the reference a `retained` handle owns.
     static func release<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) {
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
         Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle)).release()
     }
 

@@ -25,11 +25,8 @@ public func qk_queue_create_with_target(
         guard Handle.isTagged(target, as: Queue.self) else { return Handle.failure(EINVAL) }
         targetQueue = Unmanaged<Queue>.fromOpaque(UnsafeRawPointer(target)).takeUnretainedValue()
     }
-    do {
-        let queue = try Queue(label: label.map { String(cString: $0) }, kind: kind, target: targetQueue)
-        return Handle.retained(queue)
-    } catch {
-        return Handle.failure(error.rawValue)
+    return Handle.created { () throws(QueueKitError) in
+        try Queue(label: label.map { String(cString: $0) }, kind: kind, target: targetQueue)
     }
 }
 

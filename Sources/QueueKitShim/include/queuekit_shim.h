@@ -195,6 +195,67 @@ static inline void qkshim_cpu_relax(void) {
  * that a plain reference would bind to. */
 size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
+/* ThreadSanitizer: in a program built with -fsanitize=thread, the sanitizer's runtime defines its
+ * annotation interface (tsan_interface.h and the dynamic annotations), which this library
+ * references weakly (shim.c). qkshim_tsan_mode, set once when the library is loaded, says what
+ * ThreadSanitizer.swift does, when the runtime is present and this library itself is not
+ * instrumented (SwiftPM's --sanitize=thread build is, and needs neither): QKSHIM_TSAN_ANNOTATE,
+ * tell it about QueueKit's hand-offs, which it cannot see in an uninstrumented library, and
+ * QKSHIM_TSAN_HIDE_INTERNALS, keep the library's own memory accesses out of the reports. 0
+ * otherwise: each check is then one load and one predictable branch. The functions below do the
+ * work, out of line. */
+#define QKSHIM_TSAN_ANNOTATE 1u
+#define QKSHIM_TSAN_HIDE_INTERNALS 2u
+/* Read-only to everything but shim.c's load-time initialiser (which writes it through its own
+ * declaration, before any thread can run QueueKit): const here, so Swift reads it directly. */
+extern const uint8_t qkshim_tsan_mode __asm__("qkshim_tsan_mode_storage")
+    __attribute__((visibility("hidden")));
+
+#define QKSHIM_TSAN_READ_LOCK (1u << 3) /* __tsan_mutex_read_lock: shared access */
+#define QKSHIM_TSAN_TRY_LOCK (1u << 4)  /* __tsan_mutex_try_lock: could not have blocked */
+
+/* The calling thread now holds `object` as a mutex (shared with QKSHIM_TSAN_READ_LOCK). */
+void qkshim_tsan_locked(const void *object, unsigned flags);
+/* The calling thread is about to give up `object` (flags as when it locked it). */
+void qkshim_tsan_unlocking(const void *object, unsigned flags);
+
+/* The same for the condition lock's fast paths, check included: to the Swift optimiser one call
+ * (which keeps the code around it small enough to inline), to the C compiler a test and a
+ * branch. */
+static inline void qkshim_tsan_condlock_locked(const void *lock) {
+    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0)) qkshim_tsan_locked(lock, QKSHIM_TSAN_TRY_LOCK);
+}
+static inline void qkshim_tsan_condlock_unlocking(const void *lock) {
+    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0)) qkshim_tsan_unlocking(lock, 0);
+}
+/* A one-way hand-off through `token`: what the releasing thread did happens before what the
+ * acquiring thread does after. */
+void qkshim_tsan_release(const void *token);
+void qkshim_tsan_acquire(const void *token);
+
+/* Entering and leaving QueueKit's own code behind a C API call (nests): until the matching end,
+ * the thread's memory accesses through intercepted functions (malloc, free, memcpy, bcmp: the
+ * Swift runtime's metadata cache, dispatch's block copies, allocations another thread frees
+ * after a hand-off made inside dispatch) are not recorded: they are the library's business,
+ * ordered by synchronisation the sanitizer cannot see. */
+void qkshim_tsan_internal_begin(void);
+void qkshim_tsan_internal_end(void);
+/* Around user code run from inside QueueKit's own code, whose accesses are recorded: begin
+ * returns the depth of the internal code it interrupts, end restores it. */
+unsigned qkshim_tsan_user_code_begin(void);
+void qkshim_tsan_user_code_end(unsigned depth);
+
+/* The texts of include/queuekit.h's status list (QK_STATUS_MAP), compiled here because Swift
+ * cannot expand a function-like macro: "success" / the description / "unknown QueueKit status",
+ * and the errno's name ("EDEADLK", "" when not listed). Static strings. */
+const char *qkshim_status_description(int status);
+const char *qkshim_status_name(int status);
+
+/* The listed statuses in order, for checks that walk the list: the number of them, and the
+ * `index`th (0 when out of range). */
+int qkshim_status_count(void);
+int qkshim_status_at(int index);
+
 /* Prints one line to stderr and aborts: the *_precondition failure path. */
 __attribute__((noreturn)) void qkshim_fatal(const char *message);
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the Debian packages of the C library into dist/:
+#   dist/libqueuekit0_<version>_<arch>.deb      the shared library and its SONAME link
+#   dist/libqueuekit-dev_<version>_<arch>.deb   header, .so link, queuekit.pc, CMake package, man pages
+# with CPack (cmake/Packaging.cmake) from a Release build configured for /usr in build-deb/.
+# Prints the two paths, runtime first. Needs dpkg-dev (dpkg-shlibdeps) and file, which it installs when missing.
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+DEB_BUILD_DIR=$ROOT/build-deb
+DIST_DIR=$ROOT/dist
+
+ensure_debian_tools dpkg-dev file
+quietly cmake -G Ninja -S "$ROOT" -B "$DEB_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX=/usr -DQK_MANPAGES_GZIP=ON -DBUILD_TESTING=OFF
+quietly cmake --build "$DEB_BUILD_DIR"
+rm -f "$DIST_DIR"/libqueuekit*.deb
+(cd "$DEB_BUILD_DIR" && quietly cpack -G DEB)
+rm -rf "$DIST_DIR/_CPack_Packages"
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$DEB_BUILD_DIR/CMakeCache.txt")
+arch=$(dpkg --print-architecture)
+for package in libqueuekit0 libqueuekit-dev; do
+    deb=$DIST_DIR/${package}_${version}_${arch}.deb
+    [ -f "$deb" ] || { echo "package.sh: $deb was not made" >&2; exit 1; }
+    echo "$deb"
+done
