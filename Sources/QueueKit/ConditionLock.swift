@@ -489,16 +489,21 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// Sets the locked bit if it is clear, whatever the other bits. True when it did.
     @inline(__always)
-    private func takeIfFree() -> Bool {
+    private func takeIfFree() -> Bool { setIfClear(StateBit.locked) != nil }
+
+    /// Sets `bit` in the state word if it is clear, whatever the other bits: the word as it was
+    /// before, or `nil` (nothing changed) when `bit` was set.
+    @inline(__always)
+    private func setIfClear(_ bit: UInt) -> UInt? {
         var current = state.load(ordering: .relaxed)
-        while current & StateBit.locked == 0 {
+        while current & bit == 0 {
             let (exchanged, now) = state.compareExchange(
-                expected: current, desired: current | StateBit.locked,
+                expected: current, desired: current | bit,
                 successOrdering: .acquiring, failureOrdering: .relaxed)
-            if exchanged { return true }
+            if exchanged { return current }
             current = now
         }
-        return false
+        return nil
     }
 
     /// Queues `node` (the caller holds the guard, which this releases) and waits for a hand-off
@@ -778,21 +783,12 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// Spins until this thread holds the guard. Returns the state word as it was taken.
     @discardableResult
     private func acquireGuard() -> UInt {
-        var current = state.load(ordering: .relaxed)
         var spins: UInt32 = 0
         while true {
-            if current & StateBit.guarded == 0 {
-                let (exchanged, now) = state.compareExchange(
-                    expected: current, desired: current | StateBit.guarded,
-                    successOrdering: .acquiring, failureOrdering: .relaxed)
-                if exchanged { return current }
-                current = now
-                continue
-            }
+            if let taken = setIfClear(StateBit.guarded) { return taken }
             // The holder may have been preempted (more threads than CPUs): let it run.
             spins &+= 1
             if spins < 64 { qkshim_cpu_relax() } else { sched_yield() }
-            current = state.load(ordering: .relaxed)
         }
     }
 

@@ -159,7 +159,7 @@ public final class DBQueue: @unchecked Sendable {
     ///   was being written at the fork; whatever `body` throws.
     public func read<R>(_ body: () throws -> R) throws -> R {
         if _slowPath(Fork.isChild) { try checkFork() }
-        return try withReadAccess(enterRead(), body)
+        return try withAccess(enterRead(), body)
     }
 
     /// Runs `body` now, exclusively, after every write submitted before it, and returns its value.
@@ -167,7 +167,7 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `body` when called inside a read
     ///   of this queue but no write (an upgrade); whatever `body` throws.
     public func write<R>(_ body: () throws -> R) throws -> R {
-        try withWriteAccess(enterWrite(), body)
+        try withAccess(enterWrite(), body)
     }
 
     /// Queues `body` to run exclusively, FIFO with all writes; returns at once. Allowed anywhere:
@@ -218,73 +218,56 @@ public final class DBQueue: @unchecked Sendable {
 
     // MARK: Core (the C API calls these)
 
-    /// Read access, decided and acquired before anything runs.
-    struct ReadAccess {
-        /// The calling thread's innermost frame: the caller of the read's block.
+    /// Read or write access, decided and acquired before anything runs.
+    struct Access {
+        /// The calling thread's innermost frame: the caller of the block.
         let caller: UnsafePointer<ExecutionFrame>?
-        /// The thread already has access: the block runs inline.
+        /// The thread already has this access: the block runs inline.
         let isInline: Bool
+        /// Write access (the block runs the queue alone); read access otherwise.
+        let isExclusive: Bool
     }
 
     /// Inline when the thread already has access; otherwise acquired, waiting if needed;
     /// `wouldDeadlock` when that wait would close a cycle across threads. Pass the result to
-    /// `withReadAccess` at once.
+    /// `withAccess` at once.
     @inline(__always)
-    func enterRead() throws(QueueKitError) -> ReadAccess {
+    func enterRead() throws(QueueKitError) -> Access {
         let caller = ExecutionContext.innermost
         if caller != nil && ExecutionContext.hold(of: queue, from: caller) != .none {
-            return ReadAccess(caller: caller, isInline: true)
+            return Access(caller: caller, isInline: true, isExclusive: false)
         }
         guard acquire(.read, call: .read) else { throw .wouldDeadlock }
-        return ReadAccess(caller: caller, isInline: false)
-    }
-
-    /// Runs `body` with the read access `enterRead` gave, then releases it.
-    @inline(__always)
-    func withReadAccess<R, E: Error>(_ access: ReadAccess, _ body: () throws(E) -> R) throws(E) -> R {
-        if access.isInline {
-            return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
-        }
-        defer { releaseRead() }
-        ThreadSanitizer.locked(self, shared: true)
-        defer { ThreadSanitizer.unlocking(self, shared: true) }
-        return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
-    }
-
-    /// Write access, decided and acquired before anything runs.
-    struct WriteAccess {
-        /// The calling thread's innermost frame: the caller of the write's block.
-        let caller: UnsafePointer<ExecutionFrame>?
-        /// The thread already writes: the block runs inline.
-        let isInline: Bool
+        return Access(caller: caller, isInline: false, isExclusive: false)
     }
 
     /// Inline when the thread already has write access; `wouldDeadlock` when it has only read
     /// access (an upgrade could never proceed) or when the lane refuses the wait; otherwise
-    /// acquired through the lane. Pass the result to `withWriteAccess` at once.
+    /// acquired through the lane. Pass the result to `withAccess` at once.
     @inline(__always)
-    func enterWrite() throws(QueueKitError) -> WriteAccess {
+    func enterWrite() throws(QueueKitError) -> Access {
         if _slowPath(Fork.isChild) { try checkFork() }
         let caller = ExecutionContext.innermost
         switch caller == nil ? .none : ExecutionContext.hold(of: queue, from: caller) {
-        case .exclusive: return WriteAccess(caller: caller, isInline: true)
+        case .exclusive: return Access(caller: caller, isInline: true, isExclusive: true)
         case .shared: throw .wouldDeadlock
         case .none:
             guard acquire(.write, call: .write) else { throw .wouldDeadlock }
-            return WriteAccess(caller: caller, isInline: false)
+            return Access(caller: caller, isInline: false, isExclusive: true)
         }
     }
 
-    /// Runs `body` with the write access `enterWrite` gave, then releases it.
+    /// Runs `body` with the access `enterRead` or `enterWrite` gave, then releases it.
     @inline(__always)
-    func withWriteAccess<R, E: Error>(_ access: WriteAccess, _ body: () throws(E) -> R) throws(E) -> R {
+    func withAccess<R, E: Error>(_ access: Access, _ body: () throws(E) -> R) throws(E) -> R {
+        let exclusive = access.isExclusive
         if access.isInline {
-            return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
+            return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
         }
-        defer { releaseWrite() }
-        ThreadSanitizer.locked(self)
-        defer { ThreadSanitizer.unlocking(self) }
-        return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
+        defer { if exclusive { releaseWrite() } else { releaseRead() } }
+        ThreadSanitizer.locked(self, shared: !exclusive)
+        defer { ThreadSanitizer.unlocking(self, shared: !exclusive) }
+        return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
     }
 
     /// Queues a write; returns at once. Lock-free: one atomic add that closes the queue to later

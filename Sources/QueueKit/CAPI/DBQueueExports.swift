@@ -21,7 +21,7 @@ public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPoi
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
         if _slowPath(Fork.isChild) { try db.checkFork() }
-        try db.withReadAccess(db.enterRead()) { work(context) }
+        try db.withAccess(db.enterRead()) { work(context) }
     }
 }
 
@@ -29,7 +29,7 @@ public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPoi
 public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
-        try db.withWriteAccess(db.enterWrite()) { work(context) }
+        try db.withAccess(db.enterWrite()) { work(context) }
     }
 }
 
