@@ -10,7 +10,7 @@ let package = Package(
     products: [
         // The C library: libqueuekit.so, exporting exactly the qk_* functions of include/queuekit.h.
         // (The installable, SONAME'd, static-stdlib build of it is made by CMake.)
-        .library(name: "queuekit", type: .dynamic, targets: ["QueueKitCLibrary"]),
+        .library(name: "queuekit", type: .dynamic, targets: ["QueueKitCAPI"]),
         // The Swift library, for Swift programs that `import QueueKit`.
         .library(name: "QueueKit", targets: ["QueueKit"]),
     ],
@@ -27,16 +27,18 @@ let package = Package(
             // Test seams (hooks and counters the tests observe) exist in debug builds only.
             swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))]
         ),
-        // Only the link of the `queuekit` dynamic product: its version script keeps the exports to qk_*.
+        // The C face: the @_cdecl exports of include/queuekit.h over the core's `package` API. Linked
+        // into the `queuekit` dynamic product only; its version script keeps the exports to qk_*.
         .target(
-            name: "QueueKitCLibrary",
-            dependencies: ["QueueKit"],
-            path: "Sources/QueueKitCLibrary",
+            name: "QueueKitCAPI",
+            dependencies: ["QueueKit", "CQueueKit", "QueueKitShim"],
+            path: "Sources/QueueKitCAPI",
+            swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))],
             linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])]
         ),
         .testTarget(
             name: "QueueKitTests",
-            dependencies: ["QueueKit", "CQueueKit"],
+            dependencies: ["QueueKit", "QueueKitCAPI", "CQueueKit"],
             path: "Tests/QueueKitTests"
         ),
     ],

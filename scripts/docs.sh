@@ -25,7 +25,7 @@ BIN=$(swift build --target QueueKit --scratch-path "$SCRATCH" --show-bin-path)
 quietly swift symbolgraph-extract -module-name QueueKit -target "$(uname -m)-unknown-linux-gnu" \
     -I "$BIN/Modules" -module-cache-path "$BIN/ModuleCache" \
     -Xcc -fmodule-map-file="$ROOT/include/module.modulemap" \
-    -Xcc -fmodule-map-file="$BIN/QueueKitShim.build/module.modulemap" \
+    -Xcc -fmodule-map-file="$ROOT/Sources/QueueKitShim/include/module.modulemap" \
     -Xcc -I -Xcc "$ROOT/Sources/QueueKitShim/include" \
     -minimum-access-level public -output-dir "$GRAPHS"
 

@@ -235,11 +235,11 @@ uint64_t qkshim_parse_stall_ms(const char *text, const char **error) {
 }
 
 /* Defined in Swift (StallWatch.swift): turns the watch on from qkshim_stall_env_ns(). */
-void queuekit_stall_watch_from_environment(void);
+void qkshim_stall_watch_from_environment(void);
 
 static void qkshim_stall_env_start(void *context) {
     (void)context;
-    queuekit_stall_watch_from_environment();
+    qkshim_stall_watch_from_environment();
 }
 
 /* QUEUEKIT_STALL_MS, read once when the library is loaded. The Swift side is started from a

@@ -1,0 +1,5 @@
+/// Carries a value that is used only while its owner waits, across a `@Sendable` boundary.
+struct UncheckedSendable<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
