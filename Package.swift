@@ -1,4 +1,7 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 import PackageDescription
 
@@ -34,7 +37,9 @@ let package = Package(
             dependencies: ["QueueKit", "CQueueKit", "QueueKitShim"],
             path: "Sources/QueueKitCAPI",
             swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))],
-            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])]
+            linkerSettings: [
+                .unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])
+            ]
         ),
         .testTarget(
             name: "QueueKitTests",

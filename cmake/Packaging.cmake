@@ -1,3 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Debian packages of the C library, made by CPack's DEB generator (./scripts/package.sh):
 #
 #   libqueuekit0     component runtime:     libqueuekit.so.0.x.y and its SONAME link

@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """The ABI gate of libqueuekit.so.0: its exported symbols against the record in the repository.
 
 The record is cmake/libqueuekit0.symbols, a Debian symbols file (it becomes the libqueuekit0

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # The Debian packages as a user gets them: builds them (scripts/package.sh), runs lintian on them
 # (no error allowed; scripts/bootstrap.sh installs lintian), shows their contents, checks what each
 # must hold and its Depends, unpacks both into a scratch root with `dpkg -x`, and builds and runs a

@@ -1,3 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Shared by the scripts (sourced, not run): the steps of building, installing and
 # consuming QueueKit. Every function works from the repository root and fails on any error.
 

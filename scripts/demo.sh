@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Builds libqueuekit.so with CMake, installs it into ./stage, builds every C example against the
 # installed library twice (examples/consumer, an outside CMake project, finding it with pkg-config
 # and with find_package), then runs the examples. Installs what is missing first

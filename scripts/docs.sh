@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Builds the DocC documentation of the QueueKit module, offline, with the toolchain's `docc`
 # (no SwiftPM plugin): `swift symbolgraph-extract` writes the built module's symbol graph, and
 # `docc convert` turns it and the catalog Sources/QueueKit/QueueKit.docc into a documentation

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Builds the Debian packages of the C library into dist/:
 #   dist/libqueuekit0_<version>_<arch>.deb      the shared library and its SONAME link
 #   dist/libqueuekit-dev_<version>_<arch>.deb   header, .so link, queuekit.pc, CMake package, man pages

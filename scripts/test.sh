@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # The whole test suite, stage by stage: SwiftPM build and tests, the CMake build and its ctest
 # checks (header, exports, standalone library, reliability programs, examples), the installed
 # library consumed by an outside project (pkg-config and find_package), the sanitizer stages, and

@@ -1,5 +1,11 @@
-import QueueKit
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
 import CQueueKit
+import QueueKit
 import QueueKitShim
 
 // The general conventions of the C API: version, status text, clock. No logic of their own.

@@ -1,6 +1,12 @@
-import QueueKit
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
 import CQueueKit
 import Glibc
+import QueueKit
 
 // Section 3 of the C API: the condition lock. A `qk_condlock_t *` is a `ConditionLock<Int>`
 // (`intptr_t` is `Int`). Argument checks and conversions only; the behaviour is the Swift type's.
@@ -18,7 +24,8 @@ private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) thr
 /// `previousOwnerDied`). The check is a load after the call, outside its closure, so that the
 /// uncontended path stays inlined.
 @inline(__always)
-private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
+private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32
+{
     let status = condlockStatus(lock, body)
     guard status == 0, let lock else { return status }
     // `condlockStatus` checked the handle's type.
@@ -55,22 +62,30 @@ public func qk_condlock_trylock(_ lock: OpaquePointer?) -> Int32 {
 
 @_cdecl("qk_condlock_lock_until") @implementation
 public func qk_condlock_lock_until(_ lock: OpaquePointer?, _ deadline: UInt64) -> Int32 {
-    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(before: deadline, call: "qk_condlock_lock_until") }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.lock(before: deadline, call: "qk_condlock_lock_until")
+    }
 }
 
 @_cdecl("qk_condlock_lock_when") @implementation
 public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition, call: "qk_condlock_lock_when") }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.lock(whenCondition: condition, call: "qk_condlock_lock_when")
+    }
 }
 
 @_cdecl("qk_condlock_trylock_when") @implementation
 public func qk_condlock_trylock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.tryLock(whenCondition: condition, call: "qk_condlock_trylock_when") }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.tryLock(whenCondition: condition, call: "qk_condlock_trylock_when")
+    }
 }
 
 @_cdecl("qk_condlock_lock_when_until") @implementation
 public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int, _ deadline: UInt64) -> Int32 {
-    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(whenCondition: condition, before: deadline, call: "qk_condlock_lock_when_until") }
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.lock(whenCondition: condition, before: deadline, call: "qk_condlock_lock_when_until")
+    }
 }
 
 @_cdecl("qk_condlock_unlock") @implementation
@@ -104,7 +119,8 @@ public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
 }
 
 @_cdecl("qk_condlock_get_stats") @implementation
-public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutablePointer<qk_condlock_stats_t>?) -> Int32 {
+public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutablePointer<qk_condlock_stats_t>?) -> Int32
+{
     guard let stats else { return EINVAL }
     return condlockStatus(lock) { lock throws(QueueKitError) in
         // size_t arrives as Int: read it unsigned, or a huge size (SIZE_MAX) would be negative.

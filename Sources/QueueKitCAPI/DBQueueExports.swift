@@ -1,6 +1,12 @@
-import QueueKit
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
 import CQueueKit
 import Glibc
+import QueueKit
 
 // Section 2 of the C API: the reentrant DB queue. Argument checks and conversions only; the
 // behaviour is `DBQueue`'s.
@@ -12,13 +18,16 @@ public func qk_dbqueue_create(_ label: UnsafePointer<CChar>?) -> OpaquePointer? 
 
 @_cdecl("qk_dbqueue_destroy") @implementation
 public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
-    let result = Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in try db.quiesce(call: "qk_dbqueue_destroy") }
+    let result = Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        try db.quiesce(call: "qk_dbqueue_destroy")
+    }
     if result == 0, let db { Handle.release(db, as: DBQueue.self) }
     return result
 }
 
 @_cdecl("qk_dbqueue_read") @implementation
-public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
+{
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
         if _slowPath(Fork.isChild) { try db.checkFork() }
@@ -27,7 +36,8 @@ public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPoi
 }
 
 @_cdecl("qk_dbqueue_write") @implementation
-public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
+{
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
         try db.withAccess(db.enterWrite(call: "qk_dbqueue_write")) { work(context) }
@@ -35,7 +45,9 @@ public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPo
 }
 
 @_cdecl("qk_dbqueue_write_async") @implementation
-public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
         try db.writeAsync(CWork(context: context, function: work))

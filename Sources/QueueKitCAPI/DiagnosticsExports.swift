@@ -1,6 +1,12 @@
-import QueueKit
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
 import CQueueKit
 import Glibc
+import QueueKit
 import QueueKitShim
 
 // Section 4 of the C API: deadlock reports, wait reports, the stall watch. Argument conversion

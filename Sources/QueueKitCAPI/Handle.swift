@@ -1,5 +1,8 @@
-import QueueKit
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
+import QueueKit
 
 /// The C handles: each `qk_*_t *` is the address of the Swift object itself.
 ///
@@ -10,7 +13,8 @@ import Glibc
 enum Handle {
     /// The object behind `handle` when it is of type `T`.
     @inline(__always)
-    static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R {
+    static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R
+    {
         guard let handle, isTagged(handle, as: type) else { return otherwise }
         let hidden = ThreadSanitizer.enterInternalCode()
         defer { ThreadSanitizer.leaveInternalCode(hidden) }
@@ -21,7 +25,9 @@ enum Handle {
     /// returns, the ``QueueKitError``'s code when it throws. The one place where an error becomes
     /// a C status.
     @inline(__always)
-    static func status<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, _ body: (T) throws(QueueKitError) -> Void) -> Int32 {
+    static func status<T: AnyObject>(
+        _ handle: OpaquePointer?, as type: T.Type, _ body: (T) throws(QueueKitError) -> Void
+    ) -> Int32 {
         borrow(handle, as: type, otherwise: EINVAL) { object in
             do throws(QueueKitError) {
                 try body(object)
@@ -34,7 +40,8 @@ enum Handle {
 
     @inline(__always)
     static func isTagged<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) -> Bool {
-        UnsafeRawPointer(handle).loadUnaligned(as: UInt.self) == UInt(bitPattern: unsafeBitCast(type, to: UnsafeRawPointer.self))
+        UnsafeRawPointer(handle).loadUnaligned(as: UInt.self)
+            == UInt(bitPattern: unsafeBitCast(type, to: UnsafeRawPointer.self))
     }
 
     /// A handle that owns one reference to the object `make` creates (a constructor's result), or

@@ -1,6 +1,12 @@
-import QueueKit
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
 import CQueueKit
 import Glibc
+import QueueKit
 import QueueKitShim
 
 // Section 1 of the C API: the queue-identity registry. Argument checks and conversions only;
@@ -63,35 +69,50 @@ public func qk_queue_label(_ queue: OpaquePointer?) -> UnsafePointer<CChar>? {
 }
 
 @_cdecl("qk_queue_async") @implementation
-public func qk_queue_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_queue_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
     guard let work else { return EINVAL }
     let job = CWork(context: context, function: work)
     return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: false) { job() } }
 }
 
 @_cdecl("qk_queue_barrier_async") @implementation
-public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
     guard let work else { return EINVAL }
     let job = CWork(context: context, function: work)
     return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: true) { job() } }
 }
 
 @_cdecl("qk_queue_sync") @implementation
-public func qk_queue_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_queue_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
+{
     guard let work else { return EINVAL }
-    return queueStatus(queue) { queue throws(QueueKitError) in try queue.run(queue.syncRoute(barrier: false, call: "qk_queue_sync")) { work(context) } }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.run(queue.syncRoute(barrier: false, call: "qk_queue_sync")) { work(context) }
+    }
 }
 
 @_cdecl("qk_queue_barrier_sync") @implementation
-public func qk_queue_barrier_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_queue_barrier_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
     guard let work else { return EINVAL }
-    return queueStatus(queue) { queue throws(QueueKitError) in try queue.run(queue.syncRoute(barrier: true, call: "qk_queue_barrier_sync")) { work(context) } }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.run(queue.syncRoute(barrier: true, call: "qk_queue_barrier_sync")) { work(context) }
+    }
 }
 
 @_cdecl("qk_queue_perform") @implementation
-public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
     guard let work else { return EINVAL }
-    return queueStatus(queue) { queue throws(QueueKitError) in try queue.run(queue.performRoute(call: "qk_queue_perform")) { work(context) } }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.run(queue.performRoute(call: "qk_queue_perform")) { work(context) }
+    }
 }
 
 @_cdecl("qk_queue_current") @implementation

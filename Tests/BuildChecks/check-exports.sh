@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # The dynamic symbols that libqueuekit.so defines must be exactly the functions that queuekit.h
 # declares (every exported declaration carries QK_EXPORT): nothing missing, nothing extra.
 #

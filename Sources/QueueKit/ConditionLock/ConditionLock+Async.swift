@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 /// The condition lock for `async` code: scoped forms that suspend the task while they wait.
 ///
 /// Only scoped forms exist: ownership is per thread and a task may change threads at an `await`,

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -8,7 +11,7 @@ extension ConditionLock {
 
     func abandon(heldBy thread: UInt64) {
         guard owner.load(ordering: .relaxed) == thread else { return }
-        ThreadSanitizer.conditionLockReleasing(self)   // on the exiting holder's own thread
+        ThreadSanitizer.conditionLockReleasing(self) // on the exiting holder's own thread
         owner.store(0, ordering: .relaxed)
         release(setting: nil, news: .abandon(by: thread))
     }

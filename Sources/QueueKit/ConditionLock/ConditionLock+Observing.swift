@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -73,7 +76,7 @@ extension ConditionLock {
     public var name: String {
         get { nameStorage.withLock { $0?.string } ?? "" }
         set {
-            guard let copy = CString(newValue) else { return }  // out of memory: unchanged
+            guard let copy = CString(newValue) else { return } // out of memory: unchanged
             nameStorage.withLock { $0 = copy }
         }
     }
@@ -105,19 +108,19 @@ extension ConditionLock {
     }
 
     #if QUEUEKIT_TESTING
-    /// Test seam (debug builds only): how many threads and tasks are queued for the lock now (a
-    /// snapshot), so tests can force interleavings without sleeping. Thread-safe.
-    var waiterCount: Int {
-        acquireGuard()
-        var count = 0
-        var node = head
-        while let waiter = node {
-            count += 1
-            node = waiter.pointee.next
+        /// Test seam (debug builds only): how many threads and tasks are queued for the lock now (a
+        /// snapshot), so tests can force interleavings without sleeping. Thread-safe.
+        var waiterCount: Int {
+            acquireGuard()
+            var count = 0
+            var node = head
+            while let waiter = node {
+                count += 1
+                node = waiter.pointee.next
+            }
+            releaseGuard(.keep)
+            return count
         }
-        releaseGuard(.keep)
-        return count
-    }
     #endif
 
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
@@ -158,6 +161,7 @@ extension ConditionLock {
     package func retireIfIdle() -> Bool {
         state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged
             || state.compareExchange(
-                expected: StateBit.abandoned, desired: StateBit.locked, ordering: .acquiring).exchanged
+                expected: StateBit.abandoned, desired: StateBit.locked, ordering: .acquiring
+            ).exchanged
     }
 }

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -197,7 +200,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
     ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     @inline(__always)
-    public func lock(before deadline: UInt64) throws(QueueKitError) { try lock(before: deadline, call: "ConditionLock.lock") }
+    public func lock(before deadline: UInt64) throws(QueueKitError) {
+        try lock(before: deadline, call: "ConditionLock.lock")
+    }
 
     /// ``lock(before:)-(UInt64)``, named `call` in reports.
     @inline(__always)
@@ -249,7 +254,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     /// ``lock(whenCondition:before:)-(_,UInt64)``, named `call` in reports.
-    package func lock(whenCondition condition: Condition, before deadline: UInt64, call: StaticString) throws(QueueKitError) {
+    package func lock(whenCondition condition: Condition, before deadline: UInt64, call: StaticString)
+        throws(QueueKitError)
+    {
         try acquire(wanted: condition, deadline: deadline, isTry: false, call: call)
     }
 

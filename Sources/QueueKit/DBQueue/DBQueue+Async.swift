@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 /// The DB queue for `async` code: the same calls, suspending the task while they wait.
 ///
 /// Inside `async` code Swift picks these overloads, so a blocking `db.read { }` written in an
@@ -59,7 +62,9 @@ extension DBQueue {
 
     /// Takes read or write access for the running task: at once when the queue lets it in,
     /// otherwise suspending in the lane. Cancellation and misuse are checked first.
-    private func enterSuspending(_ want: SuspendedWant, call: StaticString, isolation: isolated (any Actor)?) async throws {
+    private func enterSuspending(_ want: SuspendedWant, call: StaticString, isolation: isolated (any Actor)?)
+        async throws
+    {
         try Task.checkCancellation()
         if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw QueueKitError.wouldDeadlock }

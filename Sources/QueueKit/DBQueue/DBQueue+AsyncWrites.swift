@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -61,14 +64,17 @@ extension DBQueue {
         var wake = Wakeups()
         let stop = lane.withLock { lane -> Bool in
             let current = state.load(ordering: .acquiring)
-            for waiter in lane.waiters where waiter.pointee.want == .completion
-                && writesHaveRun(upTo: waiter.pointee.target, state: current) {
+            for waiter in lane.waiters
+            where waiter.pointee.want == .completion
+                && writesHaveRun(upTo: waiter.pointee.target, state: current)
+            {
                 settleOutcome(waiter, .woken, &lane, &wake)
             }
             refreshBits(&lane)
-            return isDrainer && lane.waiters.contains {
-                $0.pointee.wantsAccess && writesHaveRun(upTo: $0.pointee.target, state: current)
-            }
+            return isDrainer
+                && lane.waiters.contains {
+                    $0.pointee.wantsAccess && writesHaveRun(upTo: $0.pointee.target, state: current)
+                }
         }
         wake.perform(on: self)
         return stop
@@ -79,8 +85,10 @@ extension DBQueue {
         Parker.withParker { parker in
             withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer -> Bool in
                 let me = buffer.baseAddress!
-                me.initialize(to: Waiter(want: .completion, call: call, mayHelp: false, target: target,
-                                         since: MonotonicClock.now(), parker: parker))
+                me.initialize(
+                    to: Waiter(
+                        want: .completion, call: call, mayHelp: false, target: target,
+                        since: MonotonicClock.now(), parker: parker))
                 defer { me.deinitialize(count: 1) }
                 guard waitInLane(me) != nil else {
                     WaitRegistry.deliverPendingRefusal()
@@ -92,8 +100,10 @@ extension DBQueue {
     }
 
     func startDrainer() {
-        if drainer.compareExchange(expected: Self.drainerIdle, desired: Self.drainerActive,
-                                   ordering: .sequentiallyConsistent).exchanged {
+        if drainer.compareExchange(
+            expected: Self.drainerIdle, desired: Self.drainerActive,
+            ordering: .sequentiallyConsistent
+        ).exchanged {
             writer.async { ThreadSanitizer.internalCode { self.drain() } }
         }
     }
@@ -131,8 +141,11 @@ extension DBQueue {
                 drainer.store(Self.drainerIdle, ordering: .sequentiallyConsistent)
                 // A write submitted meanwhile saw the worker active and started none.
                 if Bits.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0,
-                   drainer.compareExchange(expected: Self.drainerIdle, desired: Self.drainerActive,
-                                           ordering: .sequentiallyConsistent).exchanged {
+                    drainer.compareExchange(
+                        expected: Self.drainerIdle, desired: Self.drainerActive,
+                        ordering: .sequentiallyConsistent
+                    ).exchanged
+                {
                     continue
                 }
                 return

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -15,8 +18,9 @@ extension DBQueue {
         var seen = forkGeneration.load(ordering: .acquiring)
         while seen != generation {
             if seen != Self.adoptingFork,
-               forkGeneration.compareExchange(
-                   expected: seen, desired: Self.adoptingFork, ordering: .acquiringAndReleasing).exchanged
+                forkGeneration.compareExchange(
+                    expected: seen, desired: Self.adoptingFork, ordering: .acquiringAndReleasing
+                ).exchanged
             {
                 adoptFork()
                 forkGeneration.store(generation, ordering: .releasing)
@@ -38,7 +42,8 @@ extension DBQueue {
         let usable = lane.withLockIfAvailable { lane -> Bool in
             let current = state.load(ordering: .acquiring)
             let writing = current & Bits.writer != 0 && hold != .exclusive
-            let quiet = !writing && Bits.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
+            let quiet =
+                !writing && Bits.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
             lane.waiters.removeAll()
             lane.dueCount = 0
             nextTarget.store(.max, ordering: .relaxed)

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -29,7 +32,8 @@ extension DBQueue {
         let readersInside = current & Bits.readerMask != 0
 
         // The waiter whose turn it is: the first due one, or else the first whose writes have run.
-        let head: UnsafeMutablePointer<Waiter>? = lane.dueCount > 0
+        let head: UnsafeMutablePointer<Waiter>? =
+            lane.dueCount > 0
             ? lane.waiters.first { $0.pointee.isDue && $0.pointee.wantsAccess }
             : lane.waiters.first { $0.pointee.wantsAccess && ready($0) }
         if let head, ready(head) {
@@ -43,7 +47,8 @@ extension DBQueue {
                     guard addReaders(lane.waiters.count { isReadyReader($0) && $0.pointee.task == nil }) else { return }
                 }
                 while let reader = lane.waiters.first(where: isReadyReader) {
-                    settleOutcome(reader, closed && reader.pointee.task == nil ? .granted(.access) : .woken, &lane, &wake)
+                    settleOutcome(
+                        reader, closed && reader.pointee.task == nil ? .granted(.access) : .woken, &lane, &wake)
                 }
             } else if !readersInside {
                 if closed && head.pointee.task == nil {
@@ -64,7 +69,8 @@ extension DBQueue {
         }
         // Asynchronous writes come first: a waiter that may run them does, else the worker.
         guard !readersInside else { return }
-        let runner = lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && !ready($0) }
+        let runner =
+            lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && !ready($0) }
             ?? lane.waiters.first { $0.pointee.want == .runner }
         if let runner {
             guard takeExclusive() else { return }
@@ -75,8 +81,10 @@ extension DBQueue {
     }
 
     /// Takes `waiter` out of the lane with `outcome`; its wake-up happens after the unlock.
-    func settleOutcome(_ waiter: UnsafeMutablePointer<Waiter>, _ outcome: Outcome,
-                               _ lane: inout Lane, _ wake: inout Wakeups) {
+    func settleOutcome(
+        _ waiter: UnsafeMutablePointer<Waiter>, _ outcome: Outcome,
+        _ lane: inout Lane, _ wake: inout Wakeups
+    ) {
         waiter.pointee.outcome = outcome
         if waiter.pointee.isDue { lane.dueCount -= 1 }
         lane.remove(waiter)
@@ -122,7 +130,7 @@ extension DBQueue {
     @inline(never)
     @usableFromInline func lastReaderLeaves() {
         #if QUEUEKIT_TESTING
-        testHookBeforeLastReaderStarts?()
+            testHookBeforeLastReaderStarts?()
         #endif
         var wake = Wakeups()
         lane.withLock { lane in
@@ -147,8 +155,11 @@ extension DBQueue {
     func downgrade() {
         let current = state.load(ordering: .relaxed)
         if current & (Bits.parked | Bits.due) == 0,
-           state.compareExchange(expected: current, desired: current &- Bits.writer &+ Bits.oneReader,
-                                 ordering: .acquiringAndReleasing).exchanged {
+            state.compareExchange(
+                expected: current, desired: current &- Bits.writer &+ Bits.oneReader,
+                ordering: .acquiringAndReleasing
+            ).exchanged
+        {
             return
         }
         var wake = Wakeups()

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -15,15 +18,19 @@ extension DBQueue {
     /// the lane's lock, and otherwise re-enters the lane with its first arrival time, so it keeps
     /// its place and becomes due after ``fairnessBound`` like a thread. A task does not run other
     /// threads' asynchronous writes (the worker does): its thread belongs to its executor.
-    func acquireSuspending(_ want: SuspendedWant, call: StaticString, target: UInt64,
-                           isolation: isolated (any Actor)?) async throws {
+    func acquireSuspending(
+        _ want: SuspendedWant, call: StaticString, target: UInt64,
+        isolation: isolated (any Actor)?
+    ) async throws {
         let record = SuspendedWaiter(call: call, object: self, wanted: want == .completion ? target : nil)
         let since = MonotonicClock.now()
         let word = UnsafeMutablePointer<UInt32>.allocate(capacity: 1)
         word.initialize(to: Parker.idle)
         let me = UnsafeMutablePointer<Waiter>.allocate(capacity: 1)
-        me.initialize(to: Waiter(want: want.lane, call: call, mayHelp: false, target: target,
-                                 since: since, parker: Parker(word: word)))
+        me.initialize(
+            to: Waiter(
+                want: want.lane, call: call, mayHelp: false, target: target,
+                since: since, parker: Parker(word: word)))
         me.pointee.task = .passUnretained(record)
         SuspendedWaits.register(record)
         defer {
@@ -91,7 +98,8 @@ extension DBQueue {
             if takeUnderLock(me, &lane) != nil { return .acquired }
             lane.insert(me)
             if me.pointee.wantsAccess && !me.pointee.isDue
-                && MonotonicClock.now() &- me.pointee.since >= Self.fairnessBound {
+                && MonotonicClock.now() &- me.pointee.since >= Self.fairnessBound
+            {
                 makeDue(me, &lane)
             }
             record._withUnsafeGuaranteedRef { $0.suspend(with: continuation) }
@@ -135,8 +143,10 @@ extension DBQueue {
             lane.withLock { lane in
                 let now = MonotonicClock.now()
                 var changed = false
-                for waiter in lane.waiters where waiter.pointee.task != nil && waiter.pointee.wantsAccess
-                    && !waiter.pointee.isDue && now &- waiter.pointee.since >= Self.fairnessBound {
+                for waiter in lane.waiters
+                where waiter.pointee.task != nil && waiter.pointee.wantsAccess
+                    && !waiter.pointee.isDue && now &- waiter.pointee.since >= Self.fairnessBound
+                {
                     makeDue(waiter, &lane)
                     changed = true
                 }

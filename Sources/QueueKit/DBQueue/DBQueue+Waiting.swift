@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -139,8 +142,10 @@ extension DBQueue {
             let granted = Parker.withParker { parker in
                 withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer -> Grant? in
                     let me = buffer.baseAddress!
-                    me.initialize(to: Waiter(want: want, call: call, mayHelp: mayHelp, target: target,
-                                             since: since, parker: parker))
+                    me.initialize(
+                        to: Waiter(
+                            want: want, call: call, mayHelp: mayHelp, target: target,
+                            since: since, parker: parker))
                     defer { me.deinitialize(count: 1) }
                     return waitInLane(me)
                 }
@@ -187,9 +192,11 @@ extension DBQueue {
             }
             // Park until granted, woken, due or refused.
             while true {
-                let deadline = me.pointee.isDue || !me.pointee.wantsAccess
+                let deadline =
+                    me.pointee.isDue || !me.pointee.wantsAccess
                     ? MonotonicClock.forever : me.pointee.since &+ Self.fairnessBound
-                let result = wait(me.pointee.parker, for: me.pointee.call, isWorker: me.pointee.want == .runner, until: deadline)
+                let result = wait(
+                    me.pointee.parker, for: me.pointee.call, isWorker: me.pointee.want == .runner, until: deadline)
                 var wake = Wakeups()
                 let step: Step = lane.withLock { lane in
                     switch me.pointee.outcome {
@@ -205,7 +212,8 @@ extension DBQueue {
                         return .refused
                     }
                     if !me.pointee.isDue && me.pointee.wantsAccess
-                        && MonotonicClock.now() &- me.pointee.since >= Self.fairnessBound {
+                        && MonotonicClock.now() &- me.pointee.since >= Self.fairnessBound
+                    {
                         makeDue(me, &lane)
                         refreshBits(&lane)
                         handOn(&lane, &wake)

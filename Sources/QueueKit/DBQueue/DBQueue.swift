@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -102,33 +105,34 @@ public final class DBQueue: @unchecked Sendable {
     static let adoptingFork = UInt64.max
 
     #if QUEUEKIT_TESTING
-    /// Test seam (debug builds only): called by the last reader leaving while a write waits,
-    /// before it takes the lane's lock to hand the queue on. Set it before the queue is shared.
-    var testHookBeforeLastReaderStarts: (() -> Void)?
+        /// Test seam (debug builds only): called by the last reader leaving while a write waits,
+        /// before it takes the lane's lock to hand the queue on. Set it before the queue is shared.
+        var testHookBeforeLastReaderStarts: (() -> Void)?
 
-    /// Test seam (debug builds only): writes queued and not yet started (asynchronous writes
-    /// submitted and not run, plus threads waiting in the lane to write).
-    var pendingWriteCount: Int {
-        let queued = Int(Bits.asyncCount(state.load(ordering: .acquiring)))
-        return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
-    }
-
-    /// Test seam (debug builds only): the state, for a test's failure message.
-    var debugState: String {
-        let current = state.load(ordering: .acquiring)
-        let waiters = lane.withLock { lane in
-            lane.waiters.map { w in
-                "\(w.pointee.want)(target \(w.pointee.target), due \(w.pointee.isDue), \(w.pointee.outcome))"
-            }.joined(separator: ", ") + " dueCount \(lane.dueCount)"
+        /// Test seam (debug builds only): writes queued and not yet started (asynchronous writes
+        /// submitted and not run, plus threads waiting in the lane to write).
+        var pendingWriteCount: Int {
+            let queued = Int(Bits.asyncCount(state.load(ordering: .acquiring)))
+            return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
         }
-        return "writer \(current & Bits.writer) due \(current & Bits.due != 0) parked \(current & Bits.parked != 0) "
-            + "readers \((current & Bits.readerMask) / Bits.oneReader) async \(Bits.asyncCount(current)) "
-            + "completed \(completed.load(ordering: .acquiring)) drainer \(drainer.load(ordering: .acquiring)) "
-            + "lane [\(waiters)]"
-    }
 
-    /// Test seam (debug builds only): readers and writers waiting in the lane.
-    var waitingCallCount: Int { lane.withLock { lane in lane.waiters.count { $0.pointee.wantsAccess } } }
+        /// Test seam (debug builds only): the state, for a test's failure message.
+        var debugState: String {
+            let current = state.load(ordering: .acquiring)
+            let waiters = lane.withLock { lane in
+                lane.waiters.map { w in
+                    "\(w.pointee.want)(target \(w.pointee.target), due \(w.pointee.isDue), \(w.pointee.outcome))"
+                }.joined(separator: ", ") + " dueCount \(lane.dueCount)"
+            }
+            return
+                "writer \(current & Bits.writer) due \(current & Bits.due != 0) parked \(current & Bits.parked != 0) "
+                + "readers \((current & Bits.readerMask) / Bits.oneReader) async \(Bits.asyncCount(current)) "
+                + "completed \(completed.load(ordering: .acquiring)) drainer \(drainer.load(ordering: .acquiring)) "
+                + "lane [\(waiters)]"
+        }
+
+        /// Test seam (debug builds only): readers and writers waiting in the lane.
+        var waitingCallCount: Int { lane.withLock { lane in lane.waiters.count { $0.pointee.wantsAccess } } }
     #endif
 
     /// Creates a DB queue.

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -47,7 +50,8 @@ extension DBQueue {
     enum WaitResult { case woken, timedOut, refused }
 
     enum Step {
-        case granted(Grant), compete, refused, wait
+        case granted(Grant)
+        case compete, refused, wait
     }
 
     /// A waiting thread's record, on its stack while it waits; the lane points at it.

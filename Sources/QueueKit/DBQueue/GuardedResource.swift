@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 /// A resource (a database connection, a cache, any state) that only a ``DBQueue`` reaches: reads
 /// borrow it concurrently, writes get it `inout` exclusively, in FIFO order. The queue's rules
 /// are the resource's rules, nesting included: a `read` inside a read or a write, and a `write`
@@ -84,7 +87,9 @@ extension GuardedResource {
     ///
     /// - Throws: `CancellationError` (nothing ran), ``QueueKitError/wouldDeadlock``, what `body`
     ///   throws.
-    public func read<R>(isolation: isolated (any Actor)? = #isolation, _ body: (borrowing Resource) throws -> R) async throws -> R {
+    public func read<R>(isolation: isolated (any Actor)? = #isolation, _ body: (borrowing Resource) throws -> R)
+        async throws -> R
+    {
         try await dbQueue.read(isolation: isolation) { try body(storage.pointee) }
     }
 
@@ -93,7 +98,9 @@ extension GuardedResource {
     ///
     /// - Throws: `CancellationError` (nothing ran), ``QueueKitError/wouldDeadlock``, what `body`
     ///   throws.
-    public func write<R>(isolation: isolated (any Actor)? = #isolation, _ body: (inout Resource) throws -> R) async throws -> R {
+    public func write<R>(isolation: isolated (any Actor)? = #isolation, _ body: (inout Resource) throws -> R)
+        async throws -> R
+    {
         try await dbQueue.write(isolation: isolation) { try body(&storage.pointee) }
     }
 

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 import Synchronization
 
@@ -188,7 +191,9 @@ final class WriteNodePool: @unchecked Sendable {
                 (base + i).initialize(to: .passRetained(WriteNode(index: UInt32(firstIndex + i))))
             }
             for i in 1..<(size - 1) {
-                base[i]._withUnsafeGuaranteedRef { $0.nextFree.store(UInt64(firstIndex + i + 1) + 1, ordering: .relaxed) }
+                base[i]._withUnsafeGuaranteedRef {
+                    $0.nextFree.store(UInt64(firstIndex + i + 1) + 1, ordering: .relaxed)
+                }
             }
             chunks[count].store(UInt(bitPattern: base), ordering: .releasing)
             count += 1

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import QueueKitShim
 
 /// The text of the deadlock report (a refused cycle) and of the wait report (every wait right
@@ -23,9 +26,12 @@ enum DeadlockReport {
         // (Each name costs a read of /proc for another thread: only the ring's are read.)
         var lines = ["QueueKit: deadlock refused (EDEADLK): \(refused.wait.call) would wait in a cycle"]
         for member in ring.dropFirst() {
-            lines.append("  \(member.displayName): in \(call(member.wait)), holds \(holdings(of: member, nodes: nodes))")
+            lines.append(
+                "  \(member.displayName): in \(call(member.wait)), holds \(holdings(of: member, nodes: nodes))")
         }
-        lines.append("  \(refused.displayName): holds \(holdings(of: refused, nodes: nodes)); waits in \(call(refused.wait))  <- refused")
+        lines.append(
+            "  \(refused.displayName): holds \(holdings(of: refused, nodes: nodes)); waits in \(call(refused.wait))  <- refused"
+        )
         return lines.joined(separator: "\n") + "\n"
     }
 

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 import QueueKitShim
 
@@ -37,7 +40,8 @@ public enum Diagnostics {
     /// writes the report to stderr. Replaces any earlier watch (also `QUEUEKIT_STALL_MS`).
     public static func watchStalls(after threshold: Duration, _ handler: (@Sendable (String) -> Void)?) {
         let (seconds, attoseconds) = threshold.components
-        let ns: UInt64 = seconds < 0 || (seconds == 0 && attoseconds <= 0)
+        let ns: UInt64 =
+            seconds < 0 || (seconds == 0 && attoseconds <= 0)
             ? 0 : max(1, UInt64(clamping: seconds) &* 1_000_000_000 &+ UInt64(attoseconds / 1_000_000_000))
         _ = StallWatch.configure(threshold: ns, handler: handler.map { .swift($0) } ?? .standardError)
     }

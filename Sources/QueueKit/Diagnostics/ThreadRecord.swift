@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 import QueueKitShim
 import Synchronization
@@ -58,7 +61,6 @@ final class ThreadRecord: @unchecked Sendable {
         qkshim_record_get().map { Unmanaged<ThreadRecord>.fromOpaque($0).takeUnretainedValue() }
     }
 
-
     @inline(never)
     private static func makeCurrent() -> ThreadRecord {
         let record = ThreadRecord()
@@ -104,7 +106,7 @@ final class ThreadRecord: @unchecked Sendable {
     /// Runs on the exiting thread, once: the condition locks it still holds are abandoned (see
     /// `Lifecycle.swift`), the record leaves the registry and is marked gone.
     static func threadDidExit(_ record: ThreadRecord) {
-        let hidden = ThreadSanitizer.enterInternalCode()   // QueueKit's code outside any C API call
+        let hidden = ThreadSanitizer.enterInternalCode() // QueueKit's code outside any C API call
         defer { ThreadSanitizer.leaveInternalCode(hidden) }
         if qkshim_condlocks_held() > 0 { LiveConditionLocks.abandonAll(heldBy: record.number) }
         registry.withLock { records in

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 import QueueKitShim
 import Synchronization
@@ -25,10 +28,11 @@ struct WaitGraph {
             // Granted or woken waiters no longer wait; the DB queue is held by every thread
             // inside it (a read, a write, asynchronous writes being run).
             guard let identity = wait.queue?.takeUnretainedValue(), let db = wait.db, let word = wait.detail,
-                  db.isWaitingInLane(parkerWord: word)
+                db.isWaitingInLane(parkerWord: word)
             else { return [] }
             return nodes.filter { node in
-                node !== waiter && node.wait.frame.map { ExecutionContext.hold(of: identity, from: $0) != .none } ?? false
+                node !== waiter
+                    && node.wait.frame.map { ExecutionContext.hold(of: identity, from: $0) != .none } ?? false
             }
         }
     }
@@ -56,9 +60,11 @@ struct WaitGraph {
     /// `[barrier's thread] + the ring`.
     func cycleClosedByBarrier(of waiter: ThreadRecord) -> [ThreadRecord]? {
         let wait = waiter.wait
-        guard wait.kind == .queueBarrierSync, !wait.isTimed, let queue = wait.queue, !queue.takeUnretainedValue().isSerial
+        guard wait.kind == .queueBarrierSync, !wait.isTimed, let queue = wait.queue,
+            !queue.takeUnretainedValue().isSerial
         else { return nil }
-        for node in nodes where node !== waiter && node.wait.kind == .queueSync && !node.wait.isTimed
+        for node in nodes
+        where node !== waiter && node.wait.kind == .queueSync && !node.wait.isTimed
             && node.wait.queue?.toOpaque() == queue.toOpaque()
         {
             if let ring = cycle(through: node) { return [waiter] + ring }

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import QueueKitShim
 
 // Threads that die and processes that fork: what QueueKit does so that neither leaves a lock held
@@ -132,7 +135,8 @@ private let forkParent: @convention(c) () -> Void = {
 private let forkChild: @convention(c) () -> Void = {
     let survivor = qkshim_thread_id()
     LiveConditionLocks.resumeInChild(survivor: survivor)
-    ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor) }
+    ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor)
+    }
     // The waits of the threads that did not survive went with them (the forking thread waits
     // for nothing while it forks).
     qkshim_waiting_reset()

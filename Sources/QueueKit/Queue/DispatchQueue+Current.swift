@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 
 /// "Which queue am I on?" for plain `DispatchQueue`s: a thin layer over two sources.
@@ -36,8 +39,14 @@ extension DispatchQueue {
         /// A system queue: strong, it is immortal anyway and its wrappers are temporaries.
         let systemQueue: DispatchQueue?
 
-        init(created: DispatchQueue) { createdQueue = created; systemQueue = nil }
-        init(system: DispatchQueue) { createdQueue = nil; systemQueue = system }
+        init(created: DispatchQueue) {
+            createdQueue = created
+            systemQueue = nil
+        }
+        init(system: DispatchQueue) {
+            createdQueue = nil
+            systemQueue = system
+        }
 
         var queue: DispatchQueue? { systemQueue ?? createdQueue }
     }
@@ -45,7 +54,9 @@ extension DispatchQueue {
     private static let detectionKey: DispatchSpecificKey<QueueReference> = {
         let key = DispatchSpecificKey<QueueReference>()
         var systemQueues: [DispatchQueue] = [.main]
-        for qos: DispatchQoS.QoSClass in [.background, .utility, .default, .unspecified, .userInitiated, .userInteractive] {
+        for qos: DispatchQoS.QoSClass in [
+            .background, .utility, .default, .unspecified, .userInitiated, .userInteractive,
+        ] {
             systemQueues.append(.global(qos: qos))
         }
         for queue in systemQueues where queue.getSpecific(key: key) == nil {

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import QueueKitShim
 
@@ -49,7 +52,6 @@ extension Queue: SerialExecutor {
         }
         return UnownedSerialExecutor(ordinary: self)
     }
-
 
     /// Whether the calling thread runs the queue exclusively, as ``check(_:)`` with
     /// ``Predicate/onQueueAsBarrier`` sees it (on a serial queue that is the same as

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 
 /// A C destructor for a queue-specific value.
@@ -38,14 +41,16 @@ final class Specifics: Sendable {
             defer { entries.removeAll() }
             return Array(entries.values)
         }
-        all.forEach { $0.destroy() }
+        for specific in all { specific.destroy() }
     }
 }
 
 extension Queue {
     /// Associates `value` with `key` on this queue (nil removes it); the old value's `destructor`
     /// runs asynchronously when it is replaced or removed, or when the queue is freed.
-    public func setSpecific(key: UnsafeRawPointer, value: UnsafeMutableRawPointer?, destructor: SpecificDestructor? = nil) {
+    public func setSpecific(
+        key: UnsafeRawPointer, value: UnsafeMutableRawPointer?, destructor: SpecificDestructor? = nil
+    ) {
         specifics.set(value, for: key, destructor: destructor)
     }
 

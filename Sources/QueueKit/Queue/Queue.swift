@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKitShim
@@ -27,7 +30,8 @@ public final class Queue: @unchecked Sendable {
 
     /// The quality-of-service classes of the global queues, lowest first.
     public enum QoS: Int32, Sendable, CaseIterable {
-        case background = 0, utility, `default`, userInitiated, userInteractive
+        case background = 0
+        case utility, `default`, userInitiated, userInteractive
 
         var dispatchClass: DispatchQoS.QoSClass {
             switch self {
@@ -101,7 +105,8 @@ public final class Queue: @unchecked Sendable {
         try self.init(dispatchQueue: dispatchQueue, label: label ?? "", kind: kind, target: target, immortal: false)
     }
 
-    init(dispatchQueue: DispatchQueue?, label: String, kind: Kind, target: Queue?, immortal: Bool) throws(QueueKitError) {
+    init(dispatchQueue: DispatchQueue?, label: String, kind: Kind, target: Queue?, immortal: Bool) throws(QueueKitError)
+    {
         guard let copy = CString(label) else { throw .outOfMemory }
         self.cLabel = copy
         self.kind = kind
@@ -279,8 +284,9 @@ public final class Queue: @unchecked Sendable {
             WaitRegistry.deliver(refusal)
             throw .wouldDeadlock
         }
-        return SyncRoute(caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
-                         waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
+        return SyncRoute(
+            caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
+            waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
@@ -290,7 +296,9 @@ public final class Queue: @unchecked Sendable {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
-        if hold != .none { return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false) }
+        if hold != .none {
+            return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false)
+        }
         return try syncRoute(barrier: false, call: call)
     }
 
@@ -359,18 +367,20 @@ public final class Queue: @unchecked Sendable {
         guard !check(predicate) else { return }
         // The current queue alone can mislead (a reader of the very queue that had to be held as a
         // barrier, or a queue held further out): say how the thread holds the expected one.
-        let held = switch ExecutionContext.hold(of: self) {
-        case .none: "the thread runs no block of '\(label)'"
-        case .shared: "the thread runs '\(label)' shared, not as a barrier"
-        case .exclusive: "the thread runs '\(label)' exclusively"
-        }
+        let held =
+            switch ExecutionContext.hold(of: self) {
+            case .none: "the thread runs no block of '\(label)'"
+            case .shared: "the thread runs '\(label)' shared, not as a barrier"
+            case .exclusive: "the thread runs '\(label)' exclusively"
+            }
         Queue.preconditionFailure(expected: "\(predicate.phrase) '\(label)'", held: held)
     }
 
     package static func preconditionFailure(expected: String, held: String? = nil) -> Never {
         let current = Queue.current.map { "'\($0.label)'" } ?? "no queue"
         let detail = held.map { " (\($0))" } ?? ""
-        qkshim_fatal("QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)\(detail)")
+        qkshim_fatal(
+            "QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)\(detail)")
     }
 }
 
@@ -392,7 +402,8 @@ extension Queue {
     /// locks it holds are abandoned. In a forked child (no dispatch threads) it aborts with one line.
     public static func runMain() -> Never {
         if Fork.isChild {
-            qkshim_fatal("QueueKit: qk_main() called in a forked child: dispatch cannot run there (exec, or do not call it)")
+            qkshim_fatal(
+                "QueueKit: qk_main() called in a forked child: dispatch cannot run there (exec, or do not call it)")
         }
         ExecutionContext.releaseMainThread()
         dispatchMain()

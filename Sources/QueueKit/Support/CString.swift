@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 
 /// An immutable NUL-terminated copy of a string, freed with the object that holds it: what the C

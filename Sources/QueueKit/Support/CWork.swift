@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 /// A C work function, as dispatch's `_f` functions take it.
 public typealias CFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void
 

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 
 /// State behind a `pthread_mutex_t`: the lock of QueueKit's slow paths (the DB queue's write lane,
@@ -84,7 +87,7 @@ struct Lock<State>: ~Copyable {
         var attributes = pthread_mutexattr_t()
         check(pthread_mutexattr_init(&attributes), "pthread_mutexattr_init")
         #if DEBUG
-        check(pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK)), "pthread_mutexattr_settype")
+            check(pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK)), "pthread_mutexattr_settype")
         #endif
         check(pthread_mutex_init(mutex, &attributes), "pthread_mutex_init")
         check(pthread_mutexattr_destroy(&attributes), "pthread_mutexattr_destroy")

@@ -1,9 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import QueueKitShim
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// An error of QueueKit: a POSIX `errno` value, exactly the status the C API returns.

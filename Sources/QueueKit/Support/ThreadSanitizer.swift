@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import QueueKitShim
 
 /// Tells ThreadSanitizer about the synchronisation QueueKit gives its users.
@@ -132,7 +135,7 @@ package enum ThreadSanitizer {
     @inline(__always)
     static func holding<R>(_ queue: Queue, exclusive: Bool, _ body: () -> R) -> R {
         guard isPresent else { return body() }
-        let hidden = enterInternalCode()   // a queue's worker runs QueueKit's code around the block
+        let hidden = enterInternalCode() // a queue's worker runs QueueKit's code around the block
         defer { leaveInternalCode(hidden) }
         lockChain(queue, exclusive: exclusive)
         defer { unlockChain(queue, exclusive: exclusive) }

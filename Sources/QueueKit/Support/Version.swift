@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 
 /// The version of QueueKit, the same numbers as `QK_VERSION_*` in `queuekit.h`.

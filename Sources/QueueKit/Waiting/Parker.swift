@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 import QueueKitShim
 
@@ -106,8 +109,10 @@ struct Parker {
     /// not past `deadline`), first, if `pureSpin`, for `pureSpinBudget` with a CPU hint between
     /// polls, then yielding the CPU between polls. True as soon as `condition` holds.
     @inline(__always)
-    static func spin(until deadline: UInt64 = MonotonicClock.forever, pureSpin: Bool = true,
-                     _ condition: () -> Bool) -> Bool {
+    static func spin(
+        until deadline: UInt64 = MonotonicClock.forever, pureSpin: Bool = true,
+        _ condition: () -> Bool
+    ) -> Bool {
         let start = MonotonicClock.now()
         let end = min(deadline, start &+ spinBudget)
         let pureEnd = min(end, start &+ (pureSpin ? pureSpinBudget : 0))

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 /// The record of a task suspended in a QueueKit wait (an `async` form of a condition-lock or DB
 /// queue call): what the wait report lists for it, and how the object it waits for wakes it.
 ///

@@ -1,7 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Foundation
-@testable import QueueKit
 import Testing
+
+@testable import QueueKit
 
 // The condition lock's async scoped forms (API.md section 5). Tasks run on a pool of two plain
 // threads, so a wait that blocked a thread instead of suspending would visibly starve it; every
@@ -58,11 +62,18 @@ import Testing
         #expect(!ran.value)
         // The wait report's hook lists the suspended task, holding nothing.
         let line = SuspendedWaits.reportLines().first { $0.contains("condition lock \"three\"") }
-        #expect(line?.hasPrefix("task: suspended in withLock(whenCondition:)(condition lock \"three\"), waits for condition 3, now 2, lock free, for ") == true)
+        #expect(
+            line?.hasPrefix(
+                "task: suspended in withLock(whenCondition:)(condition lock \"three\"), waits for condition 3, now 2, lock free, for "
+            ) == true)
         #expect(line?.hasSuffix("ms, untimed, holds nothing") == true)
         #expect(lock.stats.wakeups == 0)
         try lock.set(3)
-        #expect(try await withWatchdog { try await waiter.value; return true } == true)
+        #expect(
+            try await withWatchdog {
+                try await waiter.value
+                return true
+            } == true)
         #expect(ran.value)
         #expect(lock.condition == 4)
     }
@@ -134,7 +145,11 @@ import Testing
         // The release for 5 goes to the one still in line.
         release.signal()
         #expect(waits(for: holder))
-        #expect(try await withWatchdog { try await second.value; return true } == true)
+        #expect(
+            try await withWatchdog {
+                try await second.value
+                return true
+            } == true)
         #expect(order.events == ["second"])
         #expect(lock.condition == 7)
     }

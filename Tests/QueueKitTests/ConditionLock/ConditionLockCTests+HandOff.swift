@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -15,7 +18,8 @@ extension ConditionLockCTests {
         counter.initialize(to: 0)
         defer { counter.deallocate() }
         let box = SendablePointer(counter)
-        let threads = 8, iterations = 2_000
+        let threads = 8
+        let iterations = 2_000
         let done = (0..<threads).map { index in
             spawn {
                 for i in 0..<iterations {
@@ -30,7 +34,11 @@ extension ConditionLockCTests {
                         status = s
                     }
                     #expect(status == 0)
-                    #expect(inside.update { v in v += 1; return v } == 1)
+                    #expect(
+                        inside.update { v in
+                            v += 1
+                            return v
+                        } == 1)
                     box.pointer.pointee += 1 // a plain, unsynchronised increment: the lock protects it
                     inside.update { $0 -= 1 }
                     #expect(lock.unlock() == 0)
@@ -108,11 +116,12 @@ extension ConditionLockCTests {
         let order = Recorder()
         var done: [DispatchSemaphore] = []
         for index in 0..<6 {
-            done.append(spawn {
-                #expect((plain ? lock.lock(until: bounded) : lock.lock(when: 7, until: bounded)) == 0)
-                order.record("\(index)")
-                #expect(lock.unlock(with: 7) == 0)
-            })
+            done.append(
+                spawn {
+                    #expect((plain ? lock.lock(until: bounded) : lock.lock(when: 7, until: bounded)) == 0)
+                    order.record("\(index)")
+                    #expect(lock.unlock(with: 7) == 0)
+                })
             #expect(eventually { lock.waiters == index + 1 })
         }
         #expect(lock.unlock(with: 7) == 0)
@@ -200,12 +209,18 @@ extension ConditionLockCTests {
 
     @Test func statsCountWhatTheContractSays() {
         let lock = CLock(0)
-        #expect(lock.lock() == 0); #expect(lock.unlock() == 0)
-        #expect(lock.trylock() == 0); #expect(lock.unlock() == 0)
-        #expect(lock.lock(when: 0) == 0); #expect(lock.unlock() == 0)
-        #expect(lock.trylock(when: 0) == 0); #expect(lock.unlock() == 0)
-        #expect(lock.lock(until: bounded) == 0); #expect(lock.unlock() == 0)
-        #expect(lock.lock(when: 0, until: bounded) == 0); #expect(lock.unlock() == 0)
+        #expect(lock.lock() == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.trylock() == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.lock(when: 0) == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.trylock(when: 0) == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.lock(until: bounded) == 0)
+        #expect(lock.unlock() == 0)
+        #expect(lock.lock(when: 0, until: bounded) == 0)
+        #expect(lock.unlock() == 0)
         #expect(lock.set(1) == 0)
         #expect(lock.trylock(when: 0) == EBUSY)
         #expect(lock.lock(when: 0, until: 0) == ETIMEDOUT)
@@ -219,8 +234,9 @@ extension ConditionLockCTests {
 
         // A caller that knows fewer fields gets only those; one too small for `acquisitions` is EINVAL.
         let sentinel: UInt64 = 0xDEAD_BEEF
-        stats = qk_condlock_stats_t(size: 0, acquisitions: sentinel, contended: sentinel, wakeups: sentinel,
-                                    futile_wakeups: sentinel, timeouts: sentinel, abandonments: sentinel)
+        stats = qk_condlock_stats_t(
+            size: 0, acquisitions: sentinel, contended: sentinel, wakeups: sentinel,
+            futile_wakeups: sentinel, timeouts: sentinel, abandonments: sentinel)
         stats.size = MemoryLayout<qk_condlock_stats_t>.offset(of: \.contended)!
         #expect(qk_condlock_get_stats(lock.raw, &stats) == 0)
         #expect(stats.acquisitions == 7)
@@ -267,7 +283,8 @@ extension ConditionLockCTests {
     @Test func boundedProducerConsumerConsumesEveryItemExactlyOnce() {
         // A two-state buffer: EMPTY (0) and FULL (1), one slot. Four producers wait for
         // EMPTY, four consumers for FULL; each hand-off wakes exactly one thread of the other kind.
-        let empty = 0, full = 1
+        let empty = 0
+        let full = 1
         let lock = CLock(empty)
         let slot = Shared(-1)
         let consumed = Shared([Int](repeating: 0, count: 4 * 500))
@@ -301,7 +318,10 @@ extension ConditionLockCTests {
     @Test func taskChainRunsInOrderStartedBySet() {
         // Tasks B and C start first and wait; "task A" finishes on a thread that never held the
         // lock and starts the chain with set, not with an unheld unlock_with.
-        let idle = 0, aFinished = 1, bFinished = 2, cFinished = 3
+        let idle = 0
+        let aFinished = 1
+        let bFinished = 2
+        let cFinished = 3
         let lock = CLock(idle)
         let log = Recorder()
         let c = spawn {
@@ -339,20 +359,36 @@ extension ConditionLockCTests {
         var threads: [DispatchSemaphore] = []
         for (stage, modules) in stages.enumerated().reversed() {
             for module in modules {
-                threads.append(spawn {
-                    #expect(lock.lock(when: stage, until: bounded) == 0)
-                    #expect(lock.unlock() == 0)
-                    started.update { $0[module] = clock.update { $0 += 1; return $0 } }
-                    finished.update { $0[module] = clock.update { $0 += 1; return $0 } }
-                    #expect(lock.lock(until: bounded) == 0)
-                    let left = remaining.update { $0[stage] -= 1; return $0[stage] }
-                    #expect(left == 0 ? lock.unlock(with: stage + 1) == 0 : lock.unlock() == 0)
-                })
+                threads.append(
+                    spawn {
+                        #expect(lock.lock(when: stage, until: bounded) == 0)
+                        #expect(lock.unlock() == 0)
+                        started.update {
+                            $0[module] = clock.update {
+                                $0 += 1
+                                return $0
+                            }
+                        }
+                        finished.update {
+                            $0[module] = clock.update {
+                                $0 += 1
+                                return $0
+                            }
+                        }
+                        #expect(lock.lock(until: bounded) == 0)
+                        let left = remaining.update {
+                            $0[stage] -= 1
+                            return $0[stage]
+                        }
+                        #expect(left == 0 ? lock.unlock(with: stage + 1) == 0 : lock.unlock() == 0)
+                    })
             }
         }
         for semaphore in threads { #expect(waits(for: semaphore)) }
         #expect(lock.condition == stages.count)
-        let dependencies = ["network": ["config"], "storage": ["config"], "sync": ["network", "storage"], "ui": ["sync"]]
+        let dependencies = [
+            "network": ["config"], "storage": ["config"], "sync": ["network", "storage"], "ui": ["sync"],
+        ]
         for (module, needs) in dependencies {
             for need in needs {
                 #expect(finished.value[need]! < started.value[module]!, "\(module) started after \(need) finished")

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -16,7 +19,9 @@ struct CLock: @unchecked Sendable {
 
     init(_ condition: Int = 0) { raw = qk_condlock_create(condition)! }
 
-    var swift: ConditionLock<Int> { Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue() }
+    var swift: ConditionLock<Int> {
+        Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue()
+    }
     var waiters: Int { swift.queuedWaiters }
     var isLocked: Bool { swift.isLocked }
     var condition: Int { qk_condlock_condition(raw) }
@@ -39,7 +44,6 @@ struct CLock: @unchecked Sendable {
         return stats
     }
 }
-
 
 @Suite("Condition lock: the C API")
 struct ConditionLockCTests {
@@ -168,7 +172,10 @@ struct ConditionLockCTests {
 
     @Test func destroyWhileWaitedOnIsEBUSY() {
         let lock = CLock(0)
-        let waiter = spawn { #expect(lock.lock(when: 1, until: bounded) == 0); #expect(lock.unlock() == 0) }
+        let waiter = spawn {
+            #expect(lock.lock(when: 1, until: bounded) == 0)
+            #expect(lock.unlock() == 0)
+        }
         #expect(eventually { lock.waiters == 1 })
         #expect(!lock.isLocked)
         #expect(lock.destroy() == EBUSY, "free but waited on")
@@ -199,11 +206,12 @@ struct ConditionLockCTests {
         case (.lockWhenUntil, _): break // free, but the condition is 0
         }
         let finiteWait = met == .never ? 0.05 : testTimeout
-        let deadline: UInt64 = switch deadlineKind {
-        case .past: qk_now_ns() - 1
-        case .finite: qk_now_ns() + UInt64(finiteWait * 1e9)
-        case .forever: QK_FOREVER
-        }
+        let deadline: UInt64 =
+            switch deadlineKind {
+            case .past: qk_now_ns() - 1
+            case .finite: qk_now_ns() + UInt64(finiteWait * 1e9)
+            case .forever: QK_FOREVER
+            }
         let result = Shared<Int32>(-1)
         let started = qk_now_ns()
         let elapsed = Shared<UInt64>(0)

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 @testable import QueueKit
 
 // Test-only access to the condition lock's test seam (kept out of the test files that import the

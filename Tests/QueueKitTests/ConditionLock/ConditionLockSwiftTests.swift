@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -8,7 +11,9 @@ import Testing
 // MARK: - The Swift API
 
 enum Stage: Hashable, Sendable {
-    case idle, loaded(Int), done
+    case idle
+    case loaded(Int)
+    case done
 }
 
 @Suite("Condition lock: the Swift API")

@@ -1,8 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Foundation
-@testable import QueueKit
 import Synchronization
 import Testing
+
+@testable import QueueKit
 
 // The DB queue's async forms (API.md section 5). Tasks run on a pool of two plain threads, so a
 // wait that blocked a thread instead of suspending would starve it; every wait is bounded by a
@@ -15,7 +19,8 @@ private final class WriteHolder: Sendable {
     private let done: DispatchSemaphore
 
     init(_ db: DBQueue) {
-        let held = held, letGo = letGo
+        let held = held
+        let letGo = letGo
         done = spawn {
             try? db.write {
                 held.signal()
@@ -85,9 +90,18 @@ private final class WriteHolder: Sendable {
         let outcome = try await withWatchdog { () -> [String] in
             withUnsafeCurrentTask { $0?.cancel() }
             var outcomes: [String] = []
-            do { try await db.write { ran.value = true }; outcomes.append("write ran") } catch is CancellationError { outcomes.append("write cancelled") }
-            do { try await db.read { ran.value = true }; outcomes.append("read ran") } catch is CancellationError { outcomes.append("read cancelled") }
-            do { try await db.flush(); outcomes.append("flushed") } catch is CancellationError { outcomes.append("flush cancelled") }
+            do {
+                try await db.write { ran.value = true }
+                outcomes.append("write ran")
+            } catch is CancellationError { outcomes.append("write cancelled") }
+            do {
+                try await db.read { ran.value = true }
+                outcomes.append("read ran")
+            } catch is CancellationError { outcomes.append("read cancelled") }
+            do {
+                try await db.flush()
+                outcomes.append("flushed")
+            } catch is CancellationError { outcomes.append("flush cancelled") }
             return outcomes
         }
         #expect(outcome == ["write cancelled", "read cancelled", "flush cancelled"])
@@ -118,14 +132,20 @@ private final class WriteHolder: Sendable {
         #expect(outcome == "cancelled")
         #expect(db.waitingCallCount == 1)
         holder.release()
-        #expect(try await withWatchdog { try await reader.value; return true } == true)
+        #expect(
+            try await withWatchdog {
+                try await reader.value
+                return true
+            } == true)
         #expect(holder.finished)
         #expect(ran.value == ["reader"])
     }
 
     @Test func identityInsideTheAsyncBodies() async throws {
         let db = try DBQueue(label: "async.identity")
-        let read = try await db.read { (Queue.current === db.queue, db.queue.check(.onQueue), db.queue.check(.onQueueAsBarrier)) }
+        let read = try await db.read {
+            (Queue.current === db.queue, db.queue.check(.onQueue), db.queue.check(.onQueueAsBarrier))
+        }
         #expect(read.0 && read.1 && !read.2)
         let write = try await db.write { (Queue.current === db.queue, db.queue.check(.onQueueAsBarrier)) }
         #expect(write.0 && write.1)
@@ -149,7 +169,11 @@ private final class WriteHolder: Sendable {
         #expect(eventually { SuspendedWaits.all.contains { $0.object === db } })
         #expect(!ran.value)
         gate.signal()
-        #expect(try await withWatchdog { try await flush.value; return true } == true)
+        #expect(
+            try await withWatchdog {
+                try await flush.value
+                return true
+            } == true)
         #expect(ran.value)
     }
 

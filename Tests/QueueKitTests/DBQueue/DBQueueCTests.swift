@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -88,11 +91,15 @@ final class DBFixture: @unchecked Sendable {
         case .otherDBWrite:
             expectStatus(0, dbWrite(otherDB, body))
         case .threeHops:
-            expectStatus(0, callC({
-                expectStatus(0, dbRead(otherDB) {
-                    expectStatus(0, callC(body) { qk_queue_perform(serial2, $0, $1) })
-                })
-            }) { qk_queue_sync(serial, $0, $1) })
+            expectStatus(
+                0,
+                callC({
+                    expectStatus(
+                        0,
+                        dbRead(otherDB) {
+                            expectStatus(0, callC(body) { qk_queue_perform(serial2, $0, $1) })
+                        })
+                }) { qk_queue_sync(serial, $0, $1) })
         }
     }
 
@@ -146,18 +153,22 @@ struct DBQueueNestingTests {
             let events = Recorder()
             let status = dbWrite(f.db) {
                 f.through(hop) {
-                    expectStatus(0, dbWrite(f.db) {
-                        #expect(qk_queue_check(qk_dbqueue_queue(f.db), QK_ON_QUEUE_AS_BARRIER) == 0)
-                        events.record("write-in-write")
-                    })
+                    expectStatus(
+                        0,
+                        dbWrite(f.db) {
+                            #expect(qk_queue_check(qk_dbqueue_queue(f.db), QK_ON_QUEUE_AS_BARRIER) == 0)
+                            events.record("write-in-write")
+                        })
                     // write → read → write: the read does not give up the exclusivity. (A second
                     // sync onto a serial queue the thread holds would be EDEADLK itself: perform.)
                     let innerHop: Hop = hop == .serialSync || hop == .threeHops ? .serialPerform : hop
-                    expectStatus(0, dbRead(f.db) {
-                        f.through(innerHop) {
-                            expectStatus(0, dbWrite(f.db) { events.record("write-in-read-in-write") })
-                        }
-                    })
+                    expectStatus(
+                        0,
+                        dbRead(f.db) {
+                            f.through(innerHop) {
+                                expectStatus(0, dbWrite(f.db) { events.record("write-in-read-in-write") })
+                            }
+                        })
                 }
                 events.record("outer-end")
             }
@@ -172,15 +183,19 @@ struct DBQueueNestingTests {
         let f = DBFixture()
         let ok = finishes {
             let ran = Shared(false)
-            expectStatus(0, dbRead(f.db) {
-                f.through(hop) {
-                    expectStatus(EDEADLK, dbWrite(f.db) { ran.value = true })
-                    // Deeper: read → read → write is still an upgrade.
-                    expectStatus(0, dbRead(f.db) {
+            expectStatus(
+                0,
+                dbRead(f.db) {
+                    f.through(hop) {
                         expectStatus(EDEADLK, dbWrite(f.db) { ran.value = true })
-                    })
-                }
-            })
+                        // Deeper: read → read → write is still an upgrade.
+                        expectStatus(
+                            0,
+                            dbRead(f.db) {
+                                expectStatus(EDEADLK, dbWrite(f.db) { ran.value = true })
+                            })
+                    }
+                })
             #expect(!ran.value, "the refused write must not run")
             // The queue is still usable afterwards.
             expectStatus(0, dbWrite(f.db) {})
@@ -196,10 +211,12 @@ struct DBQueueNestingTests {
             let flushed = Shared<DispatchSemaphore?>(nil)
             let status = f.inside(outer) {
                 f.through(hop) {
-                    expectStatus(0, dbWriteAsync(f.db) {
-                        #expect(qk_queue_check(qk_dbqueue_queue(f.db), QK_ON_QUEUE_AS_BARRIER) == 0)
-                        events.record("async")
-                    })
+                    expectStatus(
+                        0,
+                        dbWriteAsync(f.db) {
+                            #expect(qk_queue_check(qk_dbqueue_queue(f.db), QK_ON_QUEUE_AS_BARRIER) == 0)
+                            events.record("async")
+                        })
                 }
                 // Negative check: a flush from another thread cannot complete while this block
                 // runs, since the queued write must wait for it.
@@ -219,9 +236,11 @@ struct DBQueueNestingTests {
     func flushInsideIsRefused(outer: Outer, hop: Hop) {
         let f = DBFixture()
         let ok = finishes {
-            expectStatus(0, f.inside(outer) {
-                f.through(hop) { #expect(qk_dbqueue_flush(f.db) == EDEADLK) }
-            })
+            expectStatus(
+                0,
+                f.inside(outer) {
+                    f.through(hop) { #expect(qk_dbqueue_flush(f.db) == EDEADLK) }
+                })
             expectStatus(0, dbWriteAsync(f.db) { dbRead(f.db) { #expect(qk_dbqueue_flush(f.db) == EDEADLK) } })
             #expect(qk_dbqueue_flush(f.db) == 0)
         }
@@ -232,9 +251,11 @@ struct DBQueueNestingTests {
     func destroyInsideIsRefused(outer: Outer, hop: Hop) {
         let f = DBFixture()
         let ok = finishes {
-            expectStatus(0, f.inside(outer) {
-                f.through(hop) { #expect(qk_dbqueue_destroy(f.db) == EBUSY) }
-            })
+            expectStatus(
+                0,
+                f.inside(outer) {
+                    f.through(hop) { #expect(qk_dbqueue_destroy(f.db) == EBUSY) }
+                })
             expectStatus(0, dbWriteAsync(f.db) { #expect(qk_dbqueue_destroy(f.db) == EBUSY) })
             #expect(qk_dbqueue_flush(f.db) == 0)
             expectStatus(0, dbRead(f.db) {}, "still usable")
@@ -247,14 +268,20 @@ struct DBQueueNestingTests {
         let f = DBFixture()
         let ok = finishes {
             let events = Recorder()
-            expectStatus(0, dbWrite(f.db) {
-                expectStatus(0, dbRead(f.otherDB) {
-                    expectStatus(0, dbRead(f.db) {
-                        expectStatus(EDEADLK, dbWrite(f.otherDB) {}, "other DB: upgrade inside its read")
-                        expectStatus(0, dbWrite(f.db) { events.record("inner write") })
-                    })
+            expectStatus(
+                0,
+                dbWrite(f.db) {
+                    expectStatus(
+                        0,
+                        dbRead(f.otherDB) {
+                            expectStatus(
+                                0,
+                                dbRead(f.db) {
+                                    expectStatus(EDEADLK, dbWrite(f.otherDB) {}, "other DB: upgrade inside its read")
+                                    expectStatus(0, dbWrite(f.db) { events.record("inner write") })
+                                })
+                        })
                 })
-            })
             #expect(events.events == ["inner write"])
         }
         #expect(ok, "deadlocked")
@@ -273,7 +300,9 @@ struct DBQueueNestedReadDeadlockTests {
     /// nesting, the nested read queues behind the barrier, and the barrier waits for A. Here the
     /// nested read completes and the write runs after A's outer read. (The third thread's read
     /// may overtake a parked synchronous write, never a submitted `write_async`.)
-    @Test(arguments: [Hop.direct, .serialSync, .serialPerform, .concurrentSync, .otherDBRead, .threeHops], PendingKind.allCases)
+    @Test(
+        arguments: [Hop.direct, .serialSync, .serialPerform, .concurrentSync, .otherDBRead, .threeHops],
+        PendingKind.allCases)
     func nestedReadCompletesAndTheWriteRunsAfter(hop: Hop, pending: PendingKind) {
         let f = DBFixture()
         let events = Recorder()

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -86,10 +89,12 @@ struct DBQueueHappensBeforeTests {
         let writer = spawn {
             for i in 1...rounds {
                 guard waits(for: handOver) else { return }
-                expectStatus(0, dbWrite(f.db) {
-                    #expect(log.value.last == 2 * i, "the write overtook a write_async that had returned")
-                    log.value.append(2 * i + 1)
-                })
+                expectStatus(
+                    0,
+                    dbWrite(f.db) {
+                        #expect(log.value.last == 2 * i, "the write overtook a write_async that had returned")
+                        log.value.append(2 * i + 1)
+                    })
                 checked.signal()
             }
         }
@@ -118,7 +123,8 @@ struct DBQueueFairnessTests {
                         let me = entered.add(1, ordering: .acquiringAndReleasing).newValue
                         let deadline = MonotonicDeadline(milliseconds: 50)
                         while entered.load(ordering: .acquiring) == me && !stop.load(ordering: .acquiring)
-                            && !deadline.passed {
+                            && !deadline.passed
+                        {
                             sched_yield()
                         }
                     }
@@ -186,12 +192,18 @@ struct DBQueueFairnessTests {
         #expect(eventually { ran.load(ordering: .relaxed) > 1_000 }, "the stream never started")
         for _ in 0..<10 {
             let reader = spawn {
-                expectStatus(0, callC({
-                    let before = returned.load(ordering: .acquiring)
-                    expectStatus(0, dbRead(f.db) {
-                        #expect(ran.load(ordering: .relaxed) >= before, "the read overtook a write_async that had returned")
-                    })
-                }) { qk_queue_sync(f.serial, $0, $1) })
+                expectStatus(
+                    0,
+                    callC({
+                        let before = returned.load(ordering: .acquiring)
+                        expectStatus(
+                            0,
+                            dbRead(f.db) {
+                                #expect(
+                                    ran.load(ordering: .relaxed) >= before,
+                                    "the read overtook a write_async that had returned")
+                            })
+                    }) { qk_queue_sync(f.serial, $0, $1) })
             }
             #expect(waits(for: reader, within: 1), "the reader starved behind the write_async stream")
         }
@@ -221,10 +233,12 @@ private struct WriteHolder {
         let inside = DispatchSemaphore(value: 0)
         let release = release
         done = spawn {
-            expectStatus(0, dbWrite(handle.value) {
-                inside.signal()
-                #expect(waits(for: release))
-            })
+            expectStatus(
+                0,
+                dbWrite(handle.value) {
+                    inside.signal()
+                    #expect(waits(for: release))
+                })
         }
         #expect(waits(for: inside), "the holder never got the queue")
     }
@@ -250,15 +264,17 @@ struct DBQueueHelpingTests {
         let holder = WriteHolder(f.db)
         let ranOn = Shared<UInt?>(nil)
         let other = spawn {
-            expectStatus(0, dbWriteAsync(f.db) {
-                let q = qk_dbqueue_queue(f.db)
-                #expect(qk_queue_current() == q)
-                #expect(qk_queue_check(q, QK_ON_QUEUE_AS_BARRIER) == 0)
-                // Nothing further out: the helper's own call has not started its block.
-                #expect(qk_queue_check(f.serial, QK_ON_QUEUE) == EPERM)
-                expectStatus(EDEADLK, qk_dbqueue_flush(f.db))
-                ranOn.value = threadID()
-            })
+            expectStatus(
+                0,
+                dbWriteAsync(f.db) {
+                    let q = qk_dbqueue_queue(f.db)
+                    #expect(qk_queue_current() == q)
+                    #expect(qk_queue_check(q, QK_ON_QUEUE_AS_BARRIER) == 0)
+                    // Nothing further out: the helper's own call has not started its block.
+                    #expect(qk_queue_check(f.serial, QK_ON_QUEUE) == EPERM)
+                    expectStatus(EDEADLK, qk_dbqueue_flush(f.db))
+                    ranOn.value = threadID()
+                })
         }
         #expect(waits(for: other))
         let waiterThread = Shared<UInt>(0)
@@ -336,6 +352,8 @@ struct DBQueueHelpingTests {
         #expect(waits(for: done))
         #expect(qk_dbqueue_flush(f.db) == 0)
         #expect(early.value == waiterThread.value, "the helper did not run the write submitted before its call")
-        #expect(late.value != nil && late.value != waiterThread.value, "the helper ran a write submitted after its call began")
+        #expect(
+            late.value != nil && late.value != waiterThread.value,
+            "the helper ran a write submitted after its call began")
     }
 }

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -13,7 +16,8 @@ struct DBQueueDestroyTests {
     @Test("100,000 write_async from 4 threads, then destroy: each ran exactly once")
     func hundredThousandWritesThenDestroy() {
         let handle = Unchecked(qk_dbqueue_create("test.lossless")!)
-        let total = 100_000, threads = 4
+        let total = 100_000
+        let threads = 4
         let counts = UnsafeMutablePointer<Int32>.allocate(capacity: total)
         counts.initialize(repeating: 0, count: total)
         defer { counts.deallocate() }

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 @testable import QueueKit
 
 /// Test-only access to the Swift object behind a `qk_dbqueue_t *`, for observing what the C API

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -159,10 +162,12 @@ struct DBQueueIdentityTests {
                 #expect(qk_queue_check(q, QK_ON_QUEUE_AS_BARRIER) == EPERM)
                 #expect(qk_queue_check(q, QK_NOT_ON_QUEUE) == EPERM)
                 // Through a hop the current queue changes, the hold stays.
-                expectStatus(0, callC({
-                    #expect(qk_queue_current() == f.serial)
-                    #expect(qk_queue_check(q, QK_ON_QUEUE) == 0)
-                }) { qk_queue_sync(f.serial, $0, $1) })
+                expectStatus(
+                    0,
+                    callC({
+                        #expect(qk_queue_current() == f.serial)
+                        #expect(qk_queue_check(q, QK_ON_QUEUE) == 0)
+                    }) { qk_queue_sync(f.serial, $0, $1) })
             }
             dbWrite(f.db) {
                 #expect(qk_queue_current() == q)

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Foundation
 import QueueKit
@@ -102,11 +105,13 @@ struct GuardedResourceTests {
         let go = DispatchSemaphore(value: 0)
         let nested = Shared<[String]?>(nil)
         let reader = spawn {
-            #expect(throws: Never.self) { try store.read { _ in
-                inside.signal()
-                _ = waits(for: go)
-                nested.value = try? hop.sync { try store.read { Array($0) } }
-            } }
+            #expect(throws: Never.self) {
+                try store.read { _ in
+                    inside.signal()
+                    _ = waits(for: go)
+                    nested.value = try? hop.sync { try store.read { Array($0) } }
+                }
+            }
         }
         #expect(waits(for: inside))
         store.writeAsync { $0.append("write") }

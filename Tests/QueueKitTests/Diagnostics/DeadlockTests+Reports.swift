@@ -1,8 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Foundation
 import Glibc
 import QueueKitShim
 import Testing
+
 @testable import QueueKit
 
 extension DeadlockTests {
@@ -11,15 +15,34 @@ extension DeadlockTests {
     @Test("a chain of waits on busy queues is never refused")
     func chainOfWaits() {
         let tag = unique("chain")
-        let a = CQueue.create("\(tag).a"), b = CQueue.create("\(tag).b")
-        defer { a.release(); b.release() }
-        let busy = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let a = CQueue.create("\(tag).a")
+        let b = CQueue.create("\(tag).b")
+        defer {
+            a.release()
+            b.release()
+        }
+        let busy = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
         let outcomes = Outcomes()
         // T1 holds a (blocked outside QueueKit); T2, inside b, syncs onto a; T3 syncs onto b.
-        let t1 = spawn { outcomes.record("t1", a.sync { busy.signal(); _ = release.wait(timeout: .now() + testTimeout) }) }
+        let t1 = spawn {
+            outcomes.record(
+                "t1",
+                a.sync {
+                    busy.signal()
+                    _ = release.wait(timeout: .now() + testTimeout)
+                })
+        }
         #expect(waits(for: busy))
         let bHeld = DispatchSemaphore(value: 0)
-        let t2 = spawn { outcomes.record("t2", b.sync { bHeld.signal(); outcomes.record("t2→a", a.sync {}) }) }
+        let t2 = spawn {
+            outcomes.record(
+                "t2",
+                b.sync {
+                    bHeld.signal()
+                    outcomes.record("t2→a", a.sync {})
+                })
+        }
         #expect(waits(for: bHeld))
         let t3 = spawn { outcomes.record("t3", b.sync {}) }
         #expect(eventually { Diagnostics.waitReport().components(separatedBy: "\(tag).").count >= 3 })
@@ -33,26 +56,32 @@ extension DeadlockTests {
         let tag = unique("later")
         let queue = CQueue.create("\(tag).q")
         let lock = DLock("\(tag).stage", condition: 2)
-        defer { queue.release(); _ = lock.destroy() }
+        defer {
+            queue.release()
+            _ = lock.destroy()
+        }
         let outcomes = Outcomes()
         let inBlock = DispatchSemaphore(value: 0)
         let waiter = spawn {
             name("stage-waiter")
-            outcomes.record("block", queue.sync {
-                inBlock.signal()
-                let status = lock.lock(when: 3)
-                outcomes.record("lock_when", status)
-                if status == 0 { _ = lock.unlock() }
-            })
+            outcomes.record(
+                "block",
+                queue.sync {
+                    inBlock.signal()
+                    let status = lock.lock(when: 3)
+                    outcomes.record("lock_when", status)
+                    if status == 0 { _ = lock.unlock() }
+                })
         }
         #expect(waits(for: inBlock))
         let syncer = spawn { outcomes.record("sync", queue.sync {}) }
         var report = ""
-        #expect(eventually {
-            report = Diagnostics.waitReport()
-            return report.contains("qk_condlock_lock_when(condition lock \"\(tag).stage\")")
-                && report.contains("qk_queue_sync(serial queue \"\(tag).q\")")
-        })
+        #expect(
+            eventually {
+                report = Diagnostics.waitReport()
+                return report.contains("qk_condlock_lock_when(condition lock \"\(tag).stage\")")
+                    && report.contains("qk_queue_sync(serial queue \"\(tag).q\")")
+            })
         #expect(report.contains("waits for condition 3, now 2, lock free"), "\(report)")
         #expect(report.contains("\"stage-waiter\": in qk_condlock_lock_when"), "\(report)")
         #expect(lock.set(3) == 0)
@@ -65,15 +94,20 @@ extension DeadlockTests {
         let tag = unique("timed")
         let queue = CQueue.create("\(tag).q")
         let lock = DLock("\(tag).lock")
-        defer { queue.release(); _ = lock.destroy() }
+        defer {
+            queue.release()
+            _ = lock.destroy()
+        }
         let meet = Rendezvous(parties: 2)
         let outcomes = Outcomes()
         let timed = spawn {
-            outcomes.record("block", queue.sync {
-                _ = meet.arrive()
-                // Waits for the lock, held by the thread that waits for this block.
-                outcomes.record("timed", lock.lock(until: qk_now_ns() + 300_000_000))
-            })
+            outcomes.record(
+                "block",
+                queue.sync {
+                    _ = meet.arrive()
+                    // Waits for the lock, held by the thread that waits for this block.
+                    outcomes.record("timed", lock.lock(until: qk_now_ns() + 300_000_000))
+                })
         }
         let holder = spawn {
             #expect(lock.lock() == 0)
@@ -94,7 +128,11 @@ extension DeadlockTests {
         let outer = CQueue.create("\(tag).outer", QK_QUEUE_CONCURRENT)
         let middle = CQueue.create("\(tag).middle")
         let lock = DLock("\(tag).lock")
-        defer { outer.release(); middle.release(); _ = lock.destroy() }
+        defer {
+            outer.release()
+            middle.release()
+            _ = lock.destroy()
+        }
         let counter = Shared(0)
         let refused = Shared(0)
         let threads = (0..<6).map { _ in
@@ -102,7 +140,10 @@ extension DeadlockTests {
                 for _ in 0..<150 {
                     let status = outer.sync {
                         let inner = middle.sync {
-                            guard lock.lock() == 0 else { refused.update { $0 += 1 }; return }
+                            guard lock.lock() == 0 else {
+                                refused.update { $0 += 1 }
+                                return
+                            }
                             counter.update { $0 += 1 }
                             _ = lock.unlock()
                         }
@@ -125,7 +166,10 @@ extension DeadlockTests {
         let lock = DLock("\(tag).lock")
         defer { _ = lock.destroy() }
         #expect(lock.lock() == 0)
-        let waiter = spawn { name("copy-waiter"); if lock.lock() == 0 { _ = lock.unlock() } }
+        let waiter = spawn {
+            name("copy-waiter")
+            if lock.lock() == 0 { _ = lock.unlock() }
+        }
         #expect(eventually { Diagnostics.waitReport().contains("\(tag).lock") })
         let length = qk_copy_wait_report(nil, 0)
         #expect(length > 0)
@@ -145,7 +189,10 @@ extension DeadlockTests {
     @Test("qk_set_deadlock_handler: a C function gets the report on the refused thread; NULL restores stderr")
     func cDeadlockHandler() {
         let tag = unique("c-handler")
-        final class Box: @unchecked Sendable { var report = ""; var thread: UInt64 = 0 }
+        final class Box: @unchecked Sendable {
+            var report = ""
+            var thread: UInt64 = 0
+        }
         let box = Box()
         let handler: qk_report_function_t = { context, report in
             let box = Unmanaged<Box>.fromOpaque(context!).takeUnretainedValue()
@@ -154,8 +201,12 @@ extension DeadlockTests {
         }
         #expect(qk_set_deadlock_handler(handler, Unmanaged.passUnretained(box).toOpaque()) == 0)
         defer { ReportLog.install() }
-        let first = DLock("\(tag).1"), second = DLock("\(tag).2")
-        defer { _ = first.destroy(); _ = second.destroy() }
+        let first = DLock("\(tag).1")
+        let second = DLock("\(tag).2")
+        defer {
+            _ = first.destroy()
+            _ = second.destroy()
+        }
         let meet = Rendezvous(parties: 2)
         let refusedOn = Shared<UInt64>(0)
         func taker(_ outer: DLock, _ inner: DLock) -> DispatchSemaphore {
@@ -167,7 +218,8 @@ extension DeadlockTests {
                 _ = outer.unlock()
             }
         }
-        let one = taker(first, second), two = taker(second, first)
+        let one = taker(first, second)
+        let two = taker(second, first)
         #expect(waits(for: one) && waits(for: two))
         #expect(box.report.contains("\(tag)."))
         #expect(box.thread != 0 && box.thread == refusedOn.value)
@@ -188,13 +240,21 @@ extension DeadlockTests {
         }
         defer { Diagnostics.watchStalls(after: .zero, nil) }
         #expect(lock.lock() == 0)
-        let first = spawn { name("stalled-1"); if lock.lock(until: qk_now_ns() + 20_000_000_000) == 0 { _ = lock.unlock() } }
+        let first = spawn {
+            name("stalled-1")
+            if lock.lock(until: qk_now_ns() + 20_000_000_000) == 0 { _ = lock.unlock() }
+        }
         #expect(waits(for: called))
         #expect(calls.value.count == 1)
-        #expect(calls.value.first?.contains("\"stalled-1\": in qk_condlock_lock_until(condition lock \"\(tag).lock\")") == true)
+        #expect(
+            calls.value.first?.contains("\"stalled-1\": in qk_condlock_lock_until(condition lock \"\(tag).lock\")")
+                == true)
         #expect(calls.value.first?.contains(", timed; waits for thread ") == true)
         // A second stalled wait gets its own call; the first, still stalled, is not reported again.
-        let second = spawn { name("stalled-2"); if lock.lock() == 0 { _ = lock.unlock() } }
+        let second = spawn {
+            name("stalled-2")
+            if lock.lock() == 0 { _ = lock.unlock() }
+        }
         #expect(waits(for: called))
         #expect(calls.value.count == 2)
         #expect(calls.value.last?.contains("\"stalled-2\"") == true)

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Foundation
 import Glibc
@@ -74,23 +77,31 @@ struct DeadlockTests {
     @Test("two serial queues syncing into each other: one sync refused, the other completes")
     func twoSerialQueues() {
         let tag = unique("two-queues")
-        let a = CQueue.create("\(tag).a"), b = CQueue.create("\(tag).b")
-        defer { a.release(); b.release() }
+        let a = CQueue.create("\(tag).a")
+        let b = CQueue.create("\(tag).b")
+        defer {
+            a.release()
+            b.release()
+        }
         let meet = Rendezvous(parties: 2)
         let outcomes = Outcomes()
         let first = spawn {
             name("worker-a")
-            outcomes.record("a", a.sync {
-                _ = meet.arrive()
-                outcomes.record("a→b", b.sync { outcomes.didRun("a→b") })
-            })
+            outcomes.record(
+                "a",
+                a.sync {
+                    _ = meet.arrive()
+                    outcomes.record("a→b", b.sync { outcomes.didRun("a→b") })
+                })
         }
         let second = spawn {
             name("worker-b")
-            outcomes.record("b", b.sync {
-                _ = meet.arrive()
-                outcomes.record("b→a", a.sync { outcomes.didRun("b→a") })
-            })
+            outcomes.record(
+                "b",
+                b.sync {
+                    _ = meet.arrive()
+                    outcomes.record("b→a", a.sync { outcomes.didRun("b→a") })
+                })
         }
         #expect(waits(for: first) && waits(for: second))
         let statuses = outcomes.all
@@ -111,11 +122,17 @@ struct DeadlockTests {
             // for the refused thread's queue.
             let (refusedName, held, wanted) = refused == "a→b" ? ("worker-a", "a", "b") : ("worker-b", "b", "a")
             let waiterName = refusedName == "worker-a" ? "worker-b" : "worker-a"
-            #expect(lines.count > 1 && lines[1].hasSuffix(
-                "\"\(waiterName)\": in qk_queue_sync(serial queue \"\(tag).\(held)\"), holds serial queue \"\(tag).\(wanted)\""),
+            #expect(
+                lines.count > 1
+                    && lines[1].hasSuffix(
+                        "\"\(waiterName)\": in qk_queue_sync(serial queue \"\(tag).\(held)\"), holds serial queue \"\(tag).\(wanted)\""
+                    ),
                 "\(report)")
-            #expect(lines.count > 2 && lines[2].hasSuffix(
-                "\"\(refusedName)\": holds serial queue \"\(tag).\(held)\"; waits in qk_queue_sync(serial queue \"\(tag).\(wanted)\")  <- refused"),
+            #expect(
+                lines.count > 2
+                    && lines[2].hasSuffix(
+                        "\"\(refusedName)\": holds serial queue \"\(tag).\(held)\"; waits in qk_queue_sync(serial queue \"\(tag).\(wanted)\")  <- refused"
+                    ),
                 "\(report)")
         }
     }
@@ -123,10 +140,12 @@ struct DeadlockTests {
     @Test("two threads closing the same ring at the same instant, 300 times: exactly one refused each time (Swift API)")
     func simultaneousClosings() throws {
         let tag = unique("race")
-        let a = try Queue(label: "\(tag).a"), b = try Queue(label: "\(tag).b")
+        let a = try Queue(label: "\(tag).a")
+        let b = try Queue(label: "\(tag).b")
         for round in 0..<300 {
             let meet = Rendezvous(parties: 2)
-            let refusals = Shared(0), ran = Shared(0)
+            let refusals = Shared(0)
+            let ran = Shared(0)
             func closer(_ own: Queue, _ other: Queue) -> DispatchSemaphore {
                 spawn {
                     do {
@@ -143,21 +162,26 @@ struct DeadlockTests {
                     }
                 }
             }
-            let one = closer(a, b), two = closer(b, a)
+            let one = closer(a, b)
+            let two = closer(b, a)
             #expect(waits(for: one) && waits(for: two), "round \(round) hung")
-            #expect(refusals.value == 1 && ran.value == 1, "round \(round): \(refusals.value) refused, \(ran.value) ran")
+            #expect(
+                refusals.value == 1 && ran.value == 1, "round \(round): \(refusals.value) refused, \(ran.value) ran")
             if refusals.value != 1 { break }
         }
         #expect(ReportLog.shared.reports(mentioning: tag).count == 300)
     }
 
-    @Test("two threads taking two locks in opposite orders at the same instant, 300 times: exactly one refused each time")
+    @Test(
+        "two threads taking two locks in opposite orders at the same instant, 300 times: exactly one refused each time")
     func simultaneousLockOrders() throws {
         let tag = unique("lock-race")
-        let first = ConditionLock(condition: 0, name: "\(tag).1"), second = ConditionLock(condition: 0, name: "\(tag).2")
+        let first = ConditionLock(condition: 0, name: "\(tag).1")
+        let second = ConditionLock(condition: 0, name: "\(tag).2")
         for round in 0..<300 {
             let meet = Rendezvous(parties: 2)
-            let refusals = Shared(0), ran = Shared(0)
+            let refusals = Shared(0)
+            let ran = Shared(0)
             func taker(_ outer: ConditionLock<Int>, _ inner: ConditionLock<Int>) -> DispatchSemaphore {
                 spawn {
                     do {
@@ -176,9 +200,11 @@ struct DeadlockTests {
                     }
                 }
             }
-            let one = taker(first, second), two = taker(second, first)
+            let one = taker(first, second)
+            let two = taker(second, first)
             #expect(waits(for: one) && waits(for: two), "round \(round) hung")
-            #expect(refusals.value == 1 && ran.value == 1, "round \(round): \(refusals.value) refused, \(ran.value) ran")
+            #expect(
+                refusals.value == 1 && ran.value == 1, "round \(round): \(refusals.value) refused, \(ran.value) ran")
             if refusals.value != 1 { break }
         }
     }
@@ -187,16 +213,18 @@ struct DeadlockTests {
     func ringOfThreeQueues() {
         let tag = unique("ring3")
         let queues = (0..<3).map { CQueue.create("\(tag).\($0)") }
-        defer { queues.forEach { $0.release() } }
+        defer { for queue in queues { queue.release() } }
         let meet = Rendezvous(parties: 3)
         let outcomes = Outcomes()
         let threads = (0..<3).map { i in
             spawn {
                 name("ring-\(i)")
-                outcomes.record("outer\(i)", queues[i].sync {
-                    _ = meet.arrive()
-                    outcomes.record("inner\(i)", queues[(i + 1) % 3].sync { outcomes.didRun("inner\(i)") })
-                })
+                outcomes.record(
+                    "outer\(i)",
+                    queues[i].sync {
+                        _ = meet.arrive()
+                        outcomes.record("inner\(i)", queues[(i + 1) % 3].sync { outcomes.didRun("inner\(i)") })
+                    })
             }
         }
         #expect(threads.allSatisfy { waits(for: $0) })
@@ -212,7 +240,10 @@ struct DeadlockTests {
         let tag = unique("block-lock")
         let queue = CQueue.create("\(tag).q")
         let lock = DLock("\(tag).lock")
-        defer { queue.release(); _ = lock.destroy() }
+        defer {
+            queue.release()
+            _ = lock.destroy()
+        }
         let meet = Rendezvous(parties: 2)
         let outcomes = Outcomes()
         let blockDone = DispatchSemaphore(value: 0)
@@ -220,7 +251,10 @@ struct DeadlockTests {
             _ = meet.arrive()
             let status = lock.lock()
             outcomes.record("block-lock", status)
-            if status == 0 { outcomes.didRun("block"); _ = lock.unlock() }
+            if status == 0 {
+                outcomes.didRun("block")
+                _ = lock.unlock()
+            }
             blockDone.signal()
         }
         let syncer = spawn {
@@ -242,8 +276,12 @@ struct DeadlockTests {
     @Test("two condition locks taken in opposite orders: one lock refused")
     func twoLocksOppositeOrders() {
         let tag = unique("two-locks")
-        let first = DLock("\(tag).first"), second = DLock("\(tag).second")
-        defer { _ = first.destroy(); _ = second.destroy() }
+        let first = DLock("\(tag).first")
+        let second = DLock("\(tag).second")
+        defer {
+            _ = first.destroy()
+            _ = second.destroy()
+        }
         let meet = Rendezvous(parties: 2)
         let outcomes = Outcomes()
         func taker(_ who: String, _ outer: DLock, _ inner: DLock) -> DispatchSemaphore {
@@ -253,11 +291,15 @@ struct DeadlockTests {
                 _ = meet.arrive()
                 let status = inner.lock()
                 outcomes.record(who, status)
-                if status == 0 { outcomes.didRun(who); #expect(inner.unlock() == 0) }
+                if status == 0 {
+                    outcomes.didRun(who)
+                    #expect(inner.unlock() == 0)
+                }
                 #expect(outer.unlock() == 0)
             }
         }
-        let one = taker("taker-1", first, second), two = taker("taker-2", second, first)
+        let one = taker("taker-1", first, second)
+        let two = taker("taker-2", second, first)
         #expect(waits(for: one) && waits(for: two))
         #expect(outcomes.refusedCount == 1, "statuses: \(outcomes.all)")
         #expect(outcomes.runs.count == 1)
@@ -271,7 +313,10 @@ struct DeadlockTests {
         let tag = unique("reader-barrier")
         let queue = CQueue.create("\(tag).c", QK_QUEUE_CONCURRENT)
         let lock = DLock("\(tag).lock")
-        defer { queue.release(); _ = lock.destroy() }
+        defer {
+            queue.release()
+            _ = lock.destroy()
+        }
         let meet = Rendezvous(parties: 2)
         let outcomes = Outcomes()
         let readerDone = DispatchSemaphore(value: 0)
@@ -279,7 +324,10 @@ struct DeadlockTests {
             _ = meet.arrive()
             let status = lock.lock()
             outcomes.record("reader", status)
-            if status == 0 { outcomes.didRun("reader"); _ = lock.unlock() }
+            if status == 0 {
+                outcomes.didRun("reader")
+                _ = lock.unlock()
+            }
             readerDone.signal()
         }
         let barrier = spawn {
@@ -301,8 +349,12 @@ struct DeadlockTests {
         let tag = unique("behind-barrier")
         let queue = CQueue.create("\(tag).c", QK_QUEUE_CONCURRENT)
         let lock = DLock("\(tag).lock")
-        defer { queue.release(); _ = lock.destroy() }
-        let readerIn = DispatchSemaphore(value: 0), goOn = DispatchSemaphore(value: 0)
+        defer {
+            queue.release()
+            _ = lock.destroy()
+        }
+        let readerIn = DispatchSemaphore(value: 0)
+        let goOn = DispatchSemaphore(value: 0)
         let outcomes = Outcomes()
         let done = DispatchSemaphore(value: 0)
         queue.async {
@@ -315,7 +367,10 @@ struct DeadlockTests {
         }
         #expect(waits(for: readerIn))
         // A barrier queued behind the running reader; a sync after it waits for it.
-        queue.barrierAsync { outcomes.didRun("barrier"); done.signal() }
+        queue.barrierAsync {
+            outcomes.didRun("barrier")
+            done.signal()
+        }
         let syncer = spawn {
             name("syncer")
             #expect(lock.lock() == 0)
@@ -334,23 +389,31 @@ struct DeadlockTests {
         let tag = unique("db-reader")
         let db = tag.withCString { qk_dbqueue_create($0) }!
         let queue = CQueue.create("\(tag).q")
-        defer { queue.release(); _ = qk_dbqueue_destroy(db) }
+        defer {
+            queue.release()
+            _ = qk_dbqueue_destroy(db)
+        }
         let handle = Unchecked(db)
         let meet = Rendezvous(parties: 2)
         let outcomes = Outcomes()
         let reader = spawn {
             name("db-reader")
-            outcomes.record("read", callC({
-                _ = meet.arrive()
-                outcomes.record("read→sync", queue.sync { outcomes.didRun("sync") })
-            }) { qk_dbqueue_read(handle.value, $0, $1) })
+            outcomes.record(
+                "read",
+                callC({
+                    _ = meet.arrive()
+                    outcomes.record("read→sync", queue.sync { outcomes.didRun("sync") })
+                }) { qk_dbqueue_read(handle.value, $0, $1) })
         }
         let writer = spawn {
             name("db-writer")
-            outcomes.record("block", queue.sync {
-                _ = meet.arrive()
-                outcomes.record("block→write", callC({ outcomes.didRun("write") }) { qk_dbqueue_write(handle.value, $0, $1) })
-            })
+            outcomes.record(
+                "block",
+                queue.sync {
+                    _ = meet.arrive()
+                    outcomes.record(
+                        "block→write", callC({ outcomes.didRun("write") }) { qk_dbqueue_write(handle.value, $0, $1) })
+                })
         }
         #expect(waits(for: reader) && waits(for: writer))
         #expect(outcomes.refusedCount == 1, "statuses: \(outcomes.all)")
@@ -360,25 +423,34 @@ struct DeadlockTests {
         #expect(report.contains("serial queue \"\(tag).q\""), "\(report)")
     }
 
-    @Test("a block flushing a DB queue whose pending async write syncs back onto that block's queue: the write still runs")
+    @Test(
+        "a block flushing a DB queue whose pending async write syncs back onto that block's queue: the write still runs"
+    )
     func flushWhoseWriteSyncsBack() {
         let tag = unique("db-flush")
         let db = tag.withCString { qk_dbqueue_create($0) }!
         let queue = CQueue.create("\(tag).q")
-        defer { queue.release(); _ = qk_dbqueue_destroy(db) }
+        defer {
+            queue.release()
+            _ = qk_dbqueue_destroy(db)
+        }
         let handle = Unchecked(db)
         let outcomes = Outcomes()
         let writeDone = DispatchSemaphore(value: 0)
         let blockThread = spawn {
             name("flusher")
-            outcomes.record("block", queue.sync {
-                outcomes.record("write_async", callCAsync({
-                    outcomes.record("write→sync", queue.sync { outcomes.didRun("inner sync") })
-                    outcomes.didRun("async write")
-                    writeDone.signal()
-                }) { qk_dbqueue_write_async(handle.value, $0, $1) })
-                outcomes.record("flush", qk_dbqueue_flush(handle.value))
-            })
+            outcomes.record(
+                "block",
+                queue.sync {
+                    outcomes.record(
+                        "write_async",
+                        callCAsync({
+                            outcomes.record("write→sync", queue.sync { outcomes.didRun("inner sync") })
+                            outcomes.didRun("async write")
+                            writeDone.signal()
+                        }) { qk_dbqueue_write_async(handle.value, $0, $1) })
+                    outcomes.record("flush", qk_dbqueue_flush(handle.value))
+                })
         }
         #expect(waits(for: blockThread) && waits(for: writeDone))
         #expect(qk_dbqueue_flush(db) == 0)

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 import Testing
 
@@ -17,19 +20,24 @@ struct ThreadRecordTests {
         let seen = Seen()
         let made = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
-        let context = Unmanaged.passRetained(Box { [seen] in
-            let record = ThreadRecord.current
-            seen.number = record.number
-            seen.ownName = record.name
-            seen.registeredWhileRunning = ThreadRecord.record(numbered: record.number) === record
-            made.signal()
-            _ = release.wait(timeout: .now() + testTimeout)
-        }).toOpaque()
+        let context = Unmanaged.passRetained(
+            Box { [seen] in
+                let record = ThreadRecord.current
+                seen.number = record.number
+                seen.ownName = record.name
+                seen.registeredWhileRunning = ThreadRecord.record(numbered: record.number) === record
+                made.signal()
+                _ = release.wait(timeout: .now() + testTimeout)
+            }
+        ).toOpaque()
         var thread = pthread_t()
-        #expect(pthread_create(&thread, nil, { context in
-            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, context) == 0)
+        #expect(
+            pthread_create(
+                &thread, nil,
+                { context in
+                    Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
+                    return nil
+                }, context) == 0)
         #expect(made.wait(timeout: .now() + testTimeout) == .success)
         #expect(seen.registeredWhileRunning)
         let record = try #require(ThreadRecord.record(numbered: seen.number))

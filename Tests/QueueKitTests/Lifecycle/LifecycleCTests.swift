@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -16,7 +19,9 @@ import Testing
 private struct Abandonable: @unchecked Sendable {
     let raw: OpaquePointer
     init(_ condition: Int = 0) { raw = qk_condlock_create(condition)! }
-    var swift: ConditionLock<Int> { Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue() }
+    var swift: ConditionLock<Int> {
+        Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue()
+    }
 
     var stats: qk_condlock_stats_t {
         var stats = qk_condlock_stats_t()
@@ -38,10 +43,12 @@ private struct JoinableThread {
     init(_ body: @escaping @Sendable () -> Void) {
         var thread = pthread_t()
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
-        let rc = pthread_create(&thread, nil, { context in
-            Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
-            return nil
-        }, context)
+        let rc = pthread_create(
+            &thread, nil,
+            { context in
+                Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+                return nil
+            }, context)
         precondition(rc == 0, "pthread_create failed")
         self.thread = thread
     }
@@ -53,7 +60,6 @@ private struct JoinableThread {
 func onAThreadThatExits(_ body: @escaping @Sendable () -> Void) {
     JoinableThread(body).join()
 }
-
 
 @Suite("Lifecycle: condition locks whose holder exits")
 struct AbandonedConditionLockTests {
@@ -103,7 +109,7 @@ struct AbandonedConditionLockTests {
         holder.join()
         for waiter in waiters { #expect(waits(for: waiter)) }
         #expect(statuses.value.sorted() == [0, EOWNERDEAD].sorted())
-        #expect(statuses.value.first == EOWNERDEAD)  // the first in line got it from the dead holder
+        #expect(statuses.value.first == EOWNERDEAD) // the first in line got it from the dead holder
         #expect(lock.stats.abandonments == 1)
         #expect(lock.stats.contended == 2)
         expectStatus(0, qk_condlock_destroy(lock.raw))
@@ -142,7 +148,7 @@ struct AbandonedConditionLockTests {
         onAThreadThatExits { expectStatus(0, qk_condlock_lock(lock.raw)) }
         expectStatus(ETIMEDOUT, qk_condlock_lock_when_until(lock.raw, 2, deadline(in: 0.05)))
         expectStatus(EBUSY, qk_condlock_trylock_when(lock.raw, 2))
-        expectStatus(EOWNERDEAD, qk_condlock_lock_when_until(lock.raw, 1, 0))  // a past deadline
+        expectStatus(EOWNERDEAD, qk_condlock_lock_when_until(lock.raw, 1, 0)) // a past deadline
         expectStatus(0, qk_condlock_unlock(lock.raw))
         expectStatus(0, qk_condlock_destroy(lock.raw))
     }
@@ -198,7 +204,8 @@ struct AbandonedConditionLockTests {
     }
 
     @Test func theHeldCountFollowsAcquisitionsAndReleases() {
-        let first = Abandonable(0), second = Abandonable(0)
+        let first = Abandonable(0)
+        let second = Abandonable(0)
         let before = LiveConditionLocks.heldByCurrentThread
         expectStatus(0, qk_condlock_lock(first.raw))
         expectStatus(0, qk_condlock_lock_when(second.raw, 0))
@@ -215,7 +222,9 @@ struct AbandonedConditionLockTests {
     }
 
     @Test func anExitingThreadAbandonsOnlyTheLocksItStillHolds() {
-        let kept = Abandonable(0), released = Abandonable(0), others = Abandonable(0)
+        let kept = Abandonable(0)
+        let released = Abandonable(0)
+        let others = Abandonable(0)
         expectStatus(0, qk_condlock_lock(others.raw))
         onAThreadThatExits {
             expectStatus(0, qk_condlock_lock(kept.raw))

@@ -1,8 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
 import Glibc
 import Testing
+
 @testable import QueueKit
 
 @Suite("Lifecycle: the Swift API of an abandoned lock")
@@ -20,8 +24,8 @@ struct AbandonedConditionLockSwiftTests {
                 try box.value.lock()
             }
         }
-        #expect(!lock.previousOwnerDied)  // nobody holds it
-        try lock.lock(whenCondition: .loading)  // returns normally
+        #expect(!lock.previousOwnerDied) // nobody holds it
+        try lock.lock(whenCondition: .loading) // returns normally
         #expect(lock.previousOwnerDied)
         #expect(lock.stats.abandonments == 1)
         try lock.unlock(withCondition: .ready)

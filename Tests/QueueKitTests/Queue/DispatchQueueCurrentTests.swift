@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Foundation
 import QueueKit
@@ -14,27 +17,29 @@ struct DispatchQueueCurrentTests {
         DispatchQueue.registerDetection(of: later)
         let unregistered = DispatchQueue(label: "qk.test.dq.unregistered", registerDetection: false)
         let facts = Facts()
-        #expect(bounded {
-            facts.flag("outside: current is nil", DispatchQueue.current == nil)
-            facts.flag("outside: label is nil", DispatchQueue.currentLabel == nil)
-            registered.sync {
-                facts.flag("registered: current", DispatchQueue.current === registered)
-                facts["registered: label"] = DispatchQueue.currentLabel
-                facts.flag("registered: isCurrent", registered.isCurrent)
-                facts.flag("registered: later.isCurrent", later.isCurrent)
-            }
-            later.sync { facts.flag("later: current", DispatchQueue.current === later) }
-            unregistered.sync {
-                facts.flag("unregistered: current is nil", DispatchQueue.current == nil)
-                facts.flag("unregistered: isCurrent", unregistered.isCurrent)
-            }
-        })
-        #expect(facts.all == [
-            "outside: current is nil": "true", "outside: label is nil": "true",
-            "registered: current": "true", "registered: label": "qk.test.dq.registered",
-            "registered: isCurrent": "true", "registered: later.isCurrent": "false",
-            "later: current": "true", "unregistered: current is nil": "true", "unregistered: isCurrent": "false",
-        ])
+        #expect(
+            bounded {
+                facts.flag("outside: current is nil", DispatchQueue.current == nil)
+                facts.flag("outside: label is nil", DispatchQueue.currentLabel == nil)
+                registered.sync {
+                    facts.flag("registered: current", DispatchQueue.current === registered)
+                    facts["registered: label"] = DispatchQueue.currentLabel
+                    facts.flag("registered: isCurrent", registered.isCurrent)
+                    facts.flag("registered: later.isCurrent", later.isCurrent)
+                }
+                later.sync { facts.flag("later: current", DispatchQueue.current === later) }
+                unregistered.sync {
+                    facts.flag("unregistered: current is nil", DispatchQueue.current == nil)
+                    facts.flag("unregistered: isCurrent", unregistered.isCurrent)
+                }
+            })
+        #expect(
+            facts.all == [
+                "outside: current is nil": "true", "outside: label is nil": "true",
+                "registered: current": "true", "registered: label": "qk.test.dq.registered",
+                "registered: isCurrent": "true", "registered: later.isCurrent": "false",
+                "later: current": "true", "unregistered: current is nil": "true", "unregistered: isCurrent": "false",
+            ])
     }
 
     @Test func systemQueuesAreRegisteredLazily() {
@@ -76,14 +81,18 @@ struct DispatchQueueCurrentTests {
         let unregisteredInner = DispatchQueue(label: "qk.test.dq.anon", target: target)
         let other = DispatchQueue(label: "qk.test.dq.other", registerDetection: true)
         let facts = Facts()
-        #expect(bounded {
-            inner.sync { facts["inner"] = DispatchQueue.currentLabel }
-            // An unregistered queue is seen through its registered target, as getSpecific walks.
-            unregisteredInner.sync { facts["unregistered inner"] = DispatchQueue.currentLabel }
-            // A sync hop: the queue further out is not current inside the inner block.
-            other.sync { target.sync { facts["hop"] = DispatchQueue.currentLabel } }
-        })
-        #expect(facts.all == ["inner": "qk.test.dq.inner", "unregistered inner": "qk.test.dq.target", "hop": "qk.test.dq.target"])
+        #expect(
+            bounded {
+                inner.sync { facts["inner"] = DispatchQueue.currentLabel }
+                // An unregistered queue is seen through its registered target, as getSpecific walks.
+                unregisteredInner.sync { facts["unregistered inner"] = DispatchQueue.currentLabel }
+                // A sync hop: the queue further out is not current inside the inner block.
+                other.sync { target.sync { facts["hop"] = DispatchQueue.currentLabel } }
+            })
+        #expect(
+            facts.all == [
+                "inner": "qk.test.dq.inner", "unregistered inner": "qk.test.dq.target", "hop": "qk.test.dq.target",
+            ])
     }
 
     @Test func theRegistryKeepsNoQueueAlive() {
@@ -105,7 +114,10 @@ struct DispatchQueueCurrentTests {
         DispatchQueue.registerDetection(of: .global())
         let facts = Facts()
         let done = DispatchSemaphore(value: 0)
-        DispatchQueue.main.async { facts.flag("main still found", DispatchQueue.current != nil); done.signal() }
+        DispatchQueue.main.async {
+            facts.flag("main still found", DispatchQueue.current != nil)
+            done.signal()
+        }
         #expect(waits(for: done))
         #expect(bounded { queue.sync { facts.flag("queue found", DispatchQueue.current === queue) } })
         #expect(facts.all == ["main still found": "true", "queue found": "true"])
@@ -120,31 +132,33 @@ struct DispatchQueueCurrentTests {
         let plain = DispatchQueue(label: "qk.test.dq.frames.plain", registerDetection: true)
         let db = try DBQueue(label: "qk.test.dq.frames.db")
         let facts = Facts()
-        #expect(bounded {
-            _ = try? queue.sync {
-                facts["queue"] = DispatchQueue.currentLabel
-                facts.flag("queue: current.isCurrent", DispatchQueue.current?.isCurrent == true)
-                facts.flag("queue: main.isCurrent", DispatchQueue.main.isCurrent)
-                plain.sync {
-                    facts["plain inside queue"] = DispatchQueue.currentLabel
-                    facts.flag("plain inside queue: isCurrent", plain.isCurrent)
-                    _ = try? leaf.sync { facts["leaf inside plain"] = DispatchQueue.currentLabel }
+        #expect(
+            bounded {
+                _ = try? queue.sync {
+                    facts["queue"] = DispatchQueue.currentLabel
+                    facts.flag("queue: current.isCurrent", DispatchQueue.current?.isCurrent == true)
+                    facts.flag("queue: main.isCurrent", DispatchQueue.main.isCurrent)
+                    plain.sync {
+                        facts["plain inside queue"] = DispatchQueue.currentLabel
+                        facts.flag("plain inside queue: isCurrent", plain.isCurrent)
+                        _ = try? leaf.sync { facts["leaf inside plain"] = DispatchQueue.currentLabel }
+                    }
+                    _ = try? db.read { facts["db read inside queue"] = DispatchQueue.currentLabel }
                 }
-                _ = try? db.read { facts["db read inside queue"] = DispatchQueue.currentLabel }
-            }
-            // The leaf targets a registered system queue: the frame is the more precise answer.
-            _ = try? leaf.sync {
-                facts["leaf"] = DispatchQueue.currentLabel
-                facts.flag("leaf: utility.isCurrent", DispatchQueue.global(qos: .utility).isCurrent)
-            }
-            _ = try? db.read { facts.flag("db read alone: nil", DispatchQueue.current == nil) }
-        })
-        #expect(facts.all == [
-            "queue": "qk.test.dq.frames", "queue: current.isCurrent": "true", "queue: main.isCurrent": "false",
-            "plain inside queue": "qk.test.dq.frames.plain", "plain inside queue: isCurrent": "true",
-            "leaf inside plain": "qk.test.dq.frames.leaf", "db read inside queue": "qk.test.dq.frames",
-            "leaf": "qk.test.dq.frames.leaf", "leaf: utility.isCurrent": "false", "db read alone: nil": "true",
-        ])
+                // The leaf targets a registered system queue: the frame is the more precise answer.
+                _ = try? leaf.sync {
+                    facts["leaf"] = DispatchQueue.currentLabel
+                    facts.flag("leaf: utility.isCurrent", DispatchQueue.global(qos: .utility).isCurrent)
+                }
+                _ = try? db.read { facts.flag("db read alone: nil", DispatchQueue.current == nil) }
+            })
+        #expect(
+            facts.all == [
+                "queue": "qk.test.dq.frames", "queue: current.isCurrent": "true", "queue: main.isCurrent": "false",
+                "plain inside queue": "qk.test.dq.frames.plain", "plain inside queue: isCurrent": "true",
+                "leaf inside plain": "qk.test.dq.frames.leaf", "db read inside queue": "qk.test.dq.frames",
+                "leaf": "qk.test.dq.frames.leaf", "leaf: utility.isCurrent": "false", "db read alone: nil": "true",
+            ])
     }
 }
 
@@ -153,12 +167,13 @@ struct QueueSwiftAPITests {
     @Test func syncBarrierSyncAndPerformReturnValues() throws {
         let queue = try Queue(label: "qk.test.swift", kind: .concurrent)
         let result = Shared<[Int]>([])
-        #expect(bounded {
-            let a = try? queue.sync { 1 }
-            let b = try? queue.barrierSync { 2 }
-            let c = try? queue.perform { 3 }
-            result.value = [a ?? -1, b ?? -1, c ?? -1]
-        })
+        #expect(
+            bounded {
+                let a = try? queue.sync { 1 }
+                let b = try? queue.barrierSync { 2 }
+                let c = try? queue.perform { 3 }
+                result.value = [a ?? -1, b ?? -1, c ?? -1]
+            })
         #expect(result.value == [1, 2, 3])
     }
 
@@ -166,41 +181,48 @@ struct QueueSwiftAPITests {
         let serial = try Queue(label: "qk.test.swift.serial")
         let concurrent = try Queue(label: "qk.test.swift.concurrent", kind: .concurrent)
         let facts = Facts()
-        #expect(bounded {
-            _ = try? serial.sync {
-                var ran = false
-                do { try serial.sync { ran = true } } catch { facts["serial sync"] = "\(error as? QueueKitError == .wouldDeadlock)" }
-                facts.flag("serial work ran", ran)
-                let inline = try? serial.perform { Queue.current === serial }
-                facts.flag("perform inline", inline == true)
-            }
-            _ = try? concurrent.sync {
-                do { try concurrent.barrierSync {} } catch { facts["reader barrierSync"] = "\(error as? QueueKitError == .wouldDeadlock)" }
-                facts.flag("reader check", concurrent.check(.onQueue) && !concurrent.check(.onQueueAsBarrier))
-            }
-        })
-        #expect(facts.all == [
-            "serial sync": "true", "serial work ran": "false", "perform inline": "true",
-            "reader barrierSync": "true", "reader check": "true",
-        ])
+        #expect(
+            bounded {
+                _ = try? serial.sync {
+                    var ran = false
+                    do { try serial.sync { ran = true } } catch {
+                        facts["serial sync"] = "\(error as? QueueKitError == .wouldDeadlock)"
+                    }
+                    facts.flag("serial work ran", ran)
+                    let inline = try? serial.perform { Queue.current === serial }
+                    facts.flag("perform inline", inline == true)
+                }
+                _ = try? concurrent.sync {
+                    do { try concurrent.barrierSync {} } catch {
+                        facts["reader barrierSync"] = "\(error as? QueueKitError == .wouldDeadlock)"
+                    }
+                    facts.flag("reader check", concurrent.check(.onQueue) && !concurrent.check(.onQueueAsBarrier))
+                }
+            })
+        #expect(
+            facts.all == [
+                "serial sync": "true", "serial work ran": "false", "perform inline": "true",
+                "reader barrierSync": "true", "reader check": "true",
+            ])
     }
 
     @Test func queueKitErrorsMatchInCatchPatterns() throws {
         let queue = try Queue(label: "qk.test.swift.pattern")
         let facts = Facts()
-        #expect(bounded {
-            _ = try? queue.sync {
-                do {
-                    try queue.sync {}
-                } catch QueueKitError.busy {
-                    facts["caught"] = "busy"
-                } catch QueueKitError.wouldDeadlock {
-                    facts["caught"] = "wouldDeadlock"
-                } catch {
-                    facts["caught"] = "other"
+        #expect(
+            bounded {
+                _ = try? queue.sync {
+                    do {
+                        try queue.sync {}
+                    } catch QueueKitError.busy {
+                        facts["caught"] = "busy"
+                    } catch QueueKitError.wouldDeadlock {
+                        facts["caught"] = "wouldDeadlock"
+                    } catch {
+                        facts["caught"] = "other"
+                    }
                 }
-            }
-        })
+            })
         #expect(facts.all == ["caught": "wouldDeadlock"])
         struct Other: Error {}
         #expect(!(QueueKitError.wouldDeadlock ~= Other()))
@@ -211,10 +233,11 @@ struct QueueSwiftAPITests {
         struct Boom: Error {}
         let queue = try Queue(label: "qk.test.swift.rethrow")
         let facts = Facts()
-        #expect(bounded {
-            do { try queue.sync { throw Boom() } } catch { facts.flag("sync rethrew", error is Boom) }
-            do { try queue.perform { throw Boom() } } catch { facts.flag("perform rethrew", error is Boom) }
-        })
+        #expect(
+            bounded {
+                do { try queue.sync { throw Boom() } } catch { facts.flag("sync rethrew", error is Boom) }
+                do { try queue.perform { throw Boom() } } catch { facts.flag("perform rethrew", error is Boom) }
+            })
         #expect(facts.all == ["sync rethrew": "true", "perform rethrew": "true"])
     }
 
@@ -222,15 +245,20 @@ struct QueueSwiftAPITests {
         let root = try Queue(label: "qk.test.swift.root")
         let leaf = try Queue(label: "qk.test.swift.leaf", target: root)
         let facts = Facts()
-        #expect(bounded {
-            facts.flag("outside", Queue.current == nil && Queue.currentLabel == nil && !root.check(.onQueue))
-            _ = try? leaf.sync {
-                facts["current"] = Queue.currentLabel
-                facts.flag("root is current", root.isCurrent)
-                facts.flag("root as barrier", root.check(.onQueueAsBarrier))
-            }
-        })
-        #expect(facts.all == ["outside": "true", "current": "qk.test.swift.leaf", "root is current": "true", "root as barrier": "true"])
+        #expect(
+            bounded {
+                facts.flag("outside", Queue.current == nil && Queue.currentLabel == nil && !root.check(.onQueue))
+                _ = try? leaf.sync {
+                    facts["current"] = Queue.currentLabel
+                    facts.flag("root is current", root.isCurrent)
+                    facts.flag("root as barrier", root.check(.onQueueAsBarrier))
+                }
+            })
+        #expect(
+            facts.all == [
+                "outside": "true", "current": "qk.test.swift.leaf", "root is current": "true",
+                "root as barrier": "true",
+            ])
         #expect(Queue.global(qos: .utility) === Queue.global(qos: .utility))
         #expect(Queue.main.label == "com.apple.main-thread")
     }

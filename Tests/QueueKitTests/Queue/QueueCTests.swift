@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Foundation
 import Glibc
@@ -21,11 +24,12 @@ struct CQueue: @unchecked Sendable, Equatable, CustomStringConvertible {
     let handle: OpaquePointer?
 
     static func create(_ label: String?, _ kind: qk_queue_kind_t = QK_QUEUE_SERIAL, target: CQueue? = nil) -> CQueue {
-        let handle: OpaquePointer? = if let label {
-            label.withCString { qk_queue_create_with_target($0, kind, target?.handle) }
-        } else {
-            qk_queue_create_with_target(nil, kind, target?.handle)
-        }
+        let handle: OpaquePointer? =
+            if let label {
+                label.withCString { qk_queue_create_with_target($0, kind, target?.handle) }
+            } else {
+                qk_queue_create_with_target(nil, kind, target?.handle)
+            }
         precondition(handle != nil, "qk_queue_create_with_target failed: errno \(errno)")
         return CQueue(handle: handle)
     }
@@ -40,7 +44,9 @@ struct CQueue: @unchecked Sendable, Equatable, CustomStringConvertible {
     var description: String { "queue '\(label)'" }
 
     @discardableResult func sync(_ body: () -> Void) -> Int32 { callC(body) { qk_queue_sync(handle, $0, $1) } }
-    @discardableResult func barrierSync(_ body: () -> Void) -> Int32 { callC(body) { qk_queue_barrier_sync(handle, $0, $1) } }
+    @discardableResult func barrierSync(_ body: () -> Void) -> Int32 {
+        callC(body) { qk_queue_barrier_sync(handle, $0, $1) }
+    }
     @discardableResult func perform(_ body: () -> Void) -> Int32 { callC(body) { qk_queue_perform(handle, $0, $1) } }
     @discardableResult func async(_ body: @escaping @Sendable () -> Void) -> Int32 {
         callCAsync(body) { qk_queue_async(handle, $0, $1) }
@@ -121,7 +127,10 @@ final class DestructorProbe: @unchecked Sendable {
     final class Token {
         let probe: DestructorProbe
         let name: String
-        init(probe: DestructorProbe, name: String) { self.probe = probe; self.name = name }
+        init(probe: DestructorProbe, name: String) {
+            self.probe = probe
+            self.name = name
+        }
     }
 
     static let destructor: qk_function_t = { value in
@@ -149,7 +158,11 @@ struct QueueTests {
         let serial = CQueue.create("qk.test.serial")
         let concurrent = CQueue.create("qk.test.concurrent", QK_QUEUE_CONCURRENT)
         let anonymous = CQueue.create(nil)
-        defer { serial.release(); concurrent.release(); anonymous.release() }
+        defer {
+            serial.release()
+            concurrent.release()
+            anonymous.release()
+        }
 
         #expect(serial.label == "qk.test.serial")
         #expect(concurrent.label == "qk.test.concurrent")
@@ -217,11 +230,12 @@ struct QueueTests {
             #expect(!queue.label.isEmpty, "\(queue) survives extra releases")
         }
         // Still working after the releases.
-        #expect(bounded {
-            let global = CQueue.global()
-            global.sync {}
-            CQueue.main.sync {}
-        })
+        #expect(
+            bounded {
+                let global = CQueue.global()
+                global.sync {}
+                CQueue.main.sync {}
+            })
     }
 
     // MARK: Reference counting
@@ -253,15 +267,17 @@ struct QueueTests {
         let started = DispatchSemaphore(value: 0)
         let gate = DispatchSemaphore(value: 0)
         let facts = Facts()
-        #expect(queue.async {
-            started.signal()
-            _ = waits(for: gate)
-        } == 0)
-        #expect(queue.async {
-            // The caller's reference is long gone: this block still runs on a live queue.
-            facts["label"] = String(cString: qk_queue_label(qk_queue_current()))
-            facts.flag("specific intact", qk_get_specific(key.raw) != nil)
-        } == 0)
+        #expect(
+            queue.async {
+                started.signal()
+                _ = waits(for: gate)
+            } == 0)
+        #expect(
+            queue.async {
+                // The caller's reference is long gone: this block still runs on a live queue.
+                facts["label"] = String(cString: qk_queue_label(qk_queue_current()))
+                facts.flag("specific intact", qk_get_specific(key.raw) != nil)
+            } == 0)
         #expect(waits(for: started))
         queue.release()
 
@@ -287,24 +303,29 @@ struct QueueTests {
     @Test func syncRunsTheWorkBeforeReturning() {
         let serial = CQueue.create("qk.test.sync")
         let concurrent = CQueue.create("qk.test.sync.concurrent", QK_QUEUE_CONCURRENT)
-        defer { serial.release(); concurrent.release() }
+        defer {
+            serial.release()
+            concurrent.release()
+        }
         let facts = Facts()
-        #expect(bounded {
-            for queue in [serial, concurrent] {
-                var ran = false
-                facts.status("sync \(queue.label)", queue.sync { ran = true })
-                facts.flag("ran \(queue.label)", ran)
-                ran = false
-                facts.status("barrier_sync \(queue.label)", queue.barrierSync { ran = true })
-                facts.flag("barrier ran \(queue.label)", ran)
-            }
-        })
-        #expect(facts.all == [
-            "sync qk.test.sync": "0", "ran qk.test.sync": "true",
-            "barrier_sync qk.test.sync": "0", "barrier ran qk.test.sync": "true",
-            "sync qk.test.sync.concurrent": "0", "ran qk.test.sync.concurrent": "true",
-            "barrier_sync qk.test.sync.concurrent": "0", "barrier ran qk.test.sync.concurrent": "true",
-        ])
+        #expect(
+            bounded {
+                for queue in [serial, concurrent] {
+                    var ran = false
+                    facts.status("sync \(queue.label)", queue.sync { ran = true })
+                    facts.flag("ran \(queue.label)", ran)
+                    ran = false
+                    facts.status("barrier_sync \(queue.label)", queue.barrierSync { ran = true })
+                    facts.flag("barrier ran \(queue.label)", ran)
+                }
+            })
+        #expect(
+            facts.all == [
+                "sync qk.test.sync": "0", "ran qk.test.sync": "true",
+                "barrier_sync qk.test.sync": "0", "barrier ran qk.test.sync": "true",
+                "sync qk.test.sync.concurrent": "0", "ran qk.test.sync.concurrent": "true",
+                "barrier_sync qk.test.sync.concurrent": "0", "barrier ran qk.test.sync.concurrent": "true",
+            ])
     }
 
     @Test func aBarrierRunsAloneAfterTheBlocksBeforeIt() {
@@ -316,20 +337,27 @@ struct QueueTests {
         let readersIn = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         for i in 0..<2 {
-            #expect(queue.async {
-                active.update { $0 += 1 }
-                readersIn.signal()
-                _ = waits(for: gate)
-                log.record("reader \(i)")
-                active.update { $0 -= 1 }
-            } == 0)
+            #expect(
+                queue.async {
+                    active.update { $0 += 1 }
+                    readersIn.signal()
+                    _ = waits(for: gate)
+                    log.record("reader \(i)")
+                    active.update { $0 -= 1 }
+                } == 0)
         }
         #expect(waits(for: readersIn) && waits(for: readersIn), "two readers run at once on a concurrent queue")
-        #expect(queue.barrierAsync {
-            log.record("barrier alone: \(active.value == 0)")
-        } == 0)
-        #expect(queue.async { log.record("after"); done.signal() } == 0)
-        gate.signal(); gate.signal()
+        #expect(
+            queue.barrierAsync {
+                log.record("barrier alone: \(active.value == 0)")
+            } == 0)
+        #expect(
+            queue.async {
+                log.record("after")
+                done.signal()
+            } == 0)
+        gate.signal()
+        gate.signal()
         #expect(waits(for: done))
         #expect(Array(log.events.suffix(2)) == ["barrier alone: true", "after"])
         #expect(Set(log.events.prefix(2)) == ["reader 0", "reader 1"])

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -83,42 +86,48 @@ private func assumeIsolationOffTheQueue() {
         let done = DispatchSemaphore(value: 0)
         let results = Shared<[Int]>([])
         // From C's qk_queue_async: no task, no Swift executor, only the queue's block.
-        #expect(callCAsync({
-            let value = counter.assumeIsolated { $0.bump() }
-            results.update { $0.append(value) }
-            done.signal()
-        }) { qk_queue_async(queue.raw, $0, $1) } == 0)
-        #expect(waits(for: done))
-        // From C's qk_queue_sync, on a plain thread.
-        #expect(finishes {
-            _ = callC({
+        #expect(
+            callCAsync({
                 let value = counter.assumeIsolated { $0.bump() }
                 results.update { $0.append(value) }
-            }) { qk_queue_sync(queue.raw, $0, $1) }
-        })
+                done.signal()
+            }) { qk_queue_async(queue.raw, $0, $1) } == 0)
+        #expect(waits(for: done))
+        // From C's qk_queue_sync, on a plain thread.
+        #expect(
+            finishes {
+                _ = callC({
+                    let value = counter.assumeIsolated { $0.bump() }
+                    results.update { $0.append(value) }
+                }) { qk_queue_sync(queue.raw, $0, $1) }
+            })
         // Further out through a sync hop onto another queue: the block that holds the actor's
         // queue waits in that sync, so the isolation still holds inside it.
         let other = QueueHandle("executor.other")
         defer { other.release() }
         let inner = Shared<(current: Bool, isolated: Bool?)>((false, nil))
-        #expect(finishes {
-            _ = callC({
+        #expect(
+            finishes {
                 _ = callC({
-                    inner.value = (Queue.current === other.swift, queue.swift.isIsolatingCurrentContext())
-                    let value = counter.assumeIsolated { $0.bump() }
-                    results.update { $0.append(value) }
-                }) { qk_queue_sync(other.raw, $0, $1) }
-            }) { qk_queue_sync(queue.raw, $0, $1) }
-        })
+                    _ = callC({
+                        inner.value = (Queue.current === other.swift, queue.swift.isIsolatingCurrentContext())
+                        let value = counter.assumeIsolated { $0.bump() }
+                        results.update { $0.append(value) }
+                    }) { qk_queue_sync(other.raw, $0, $1) }
+                }) { qk_queue_sync(queue.raw, $0, $1) }
+            })
         #expect(inner.value.current)
         #expect(inner.value.isolated == true)
         #expect(results.value == [1, 2, 3])
         // Elsewhere the isolation is denied.
         #expect(queue.swift.isIsolatingCurrentContext() == false)
         let elsewhere = Shared<Bool?>(nil)
-        #expect(finishes {
-            _ = callC({ elsewhere.value = queue.swift.isIsolatingCurrentContext() }) { qk_queue_sync(other.raw, $0, $1) }
-        })
+        #expect(
+            finishes {
+                _ = callC({ elsewhere.value = queue.swift.isIsolatingCurrentContext() }) {
+                    qk_queue_sync(other.raw, $0, $1)
+                }
+            })
         #expect(elsewhere.value == false)
     }
 

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -35,9 +38,15 @@ struct ReliabilityTests {
             for round in 0..<rounds {
                 switch (round + thread) % 3 {
                 case 0:
-                    callC({ state.value += 1; state.copy = state.value }) { qk_dbqueue_write(db, $0, $1) }
+                    callC({
+                        state.value += 1
+                        state.copy = state.value
+                    }) { qk_dbqueue_write(db, $0, $1) }
                 case 1:
-                    callCAsync({ state.value += 1; state.copy = state.value }) { qk_dbqueue_write_async(db, $0, $1) }
+                    callCAsync({
+                        state.value += 1
+                        state.copy = state.value
+                    }) { qk_dbqueue_write_async(db, $0, $1) }
                 default:
                     callC({ #expect(state.value == state.copy) }) { qk_dbqueue_read(db, $0, $1) }
                 }
@@ -90,8 +99,11 @@ struct ReliabilityTests {
     }
 
     @Test func queuesOrderTheirBlocks() {
-        let queues = Sent((qk_queue_create("tsan.serial", QK_QUEUE_SERIAL)!,
-                           qk_queue_create("tsan.concurrent", QK_QUEUE_CONCURRENT)!))
+        let queues = Sent(
+            (
+                qk_queue_create("tsan.serial", QK_QUEUE_SERIAL)!,
+                qk_queue_create("tsan.concurrent", QK_QUEUE_CONCURRENT)!
+            ))
         let (serial, concurrent) = queues.value
         let state = Unguarded()
         DispatchQueue.concurrentPerform(iterations: threads) { thread in

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Glibc
 import QueueKit
@@ -26,7 +29,8 @@ struct QueueKitErrorTests {
 
     @Test func namesAreTheErrnoConstantsSpelling() {
         let names = Self.listed.map { String(cString: qk_status_name($0)) }
-        #expect(names == ["EINVAL", "EBUSY", "ETIMEDOUT", "EPERM", "EDEADLK", "EOWNERDEAD", "ENOTRECOVERABLE", "ENOMEM"])
+        #expect(
+            names == ["EINVAL", "EBUSY", "ETIMEDOUT", "EPERM", "EDEADLK", "EOWNERDEAD", "ENOTRECOVERABLE", "ENOMEM"])
         #expect(QueueKitError.wouldDeadlock.name == "EDEADLK")
         for unlisted: Int32 in [0, -1, 12345, EAGAIN, Int32.max, Int32.min] {
             #expect(String(cString: qk_status_name(unlisted)) == "", "status \(unlisted)")

@@ -1,8 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 import Glibc
-@testable import QueueKit
 import QueueKitShim
 import Testing
+
+@testable import QueueKit
 
 // Failed system calls that can only be bugs trap with one line naming the call and the error,
 // instead of being retried forever or ignored. Each failure is provoked in a child process (this
@@ -19,9 +23,10 @@ struct SystemCallTests {
         guard child.finished else { return }
         #expect(child.reason == .uncaughtSignal)
         #expect(child.status == SIGABRT)
-        #expect(child.lines.filter { $0.hasPrefix("QueueKit:") } == [
-            "QueueKit: futex(FUTEX_WAIT_BITSET) failed: errno \(EINVAL) (\(String(cString: strerror(EINVAL))))"
-        ])
+        #expect(
+            child.lines.filter { $0.hasPrefix("QueueKit:") } == [
+                "QueueKit: futex(FUTEX_WAIT_BITSET) failed: errno \(EINVAL) (\(String(cString: strerror(EINVAL))))"
+            ])
     }
 
     @Test func futexMisuseChild() {
@@ -34,22 +39,23 @@ struct SystemCallTests {
     }
 
     #if DEBUG
-    /// Debug builds use an error-checking mutex: relocking from the holder traps (EDEADLK) instead
-    /// of hanging.
-    @Test func relockingALockTrapsInDebugBuilds() throws {
-        let child = try ChildRun(test: "mutexMisuseChild", variable: mutexChildVariable)
-        #expect(child.finished, "the child process did not finish")
-        guard child.finished else { return }
-        #expect(child.reason == .uncaughtSignal)
-        let expected = "QueueKit: pthread_mutex_lock failed: error \(EDEADLK) (\(String(cString: strerror(EDEADLK))))"
-        #expect(child.lines.contains { $0.contains(expected) }, "stderr: \(child.lines)")
-    }
+        /// Debug builds use an error-checking mutex: relocking from the holder traps (EDEADLK) instead
+        /// of hanging.
+        @Test func relockingALockTrapsInDebugBuilds() throws {
+            let child = try ChildRun(test: "mutexMisuseChild", variable: mutexChildVariable)
+            #expect(child.finished, "the child process did not finish")
+            guard child.finished else { return }
+            #expect(child.reason == .uncaughtSignal)
+            let expected =
+                "QueueKit: pthread_mutex_lock failed: error \(EDEADLK) (\(String(cString: strerror(EDEADLK))))"
+            #expect(child.lines.contains { $0.contains(expected) }, "stderr: \(child.lines)")
+        }
 
-    @Test func mutexMisuseChild() {
-        guard ProcessInfo.processInfo.environment[mutexChildVariable] != nil else { return }
-        let lock = Lock(0)
-        lock.withLock { _ in lock.withLock { _ in } }
-        Issue.record("relocking a Lock returned")
-    }
+        @Test func mutexMisuseChild() {
+            guard ProcessInfo.processInfo.environment[mutexChildVariable] != nil else { return }
+            let lock = Lock(0)
+            lock.withLock { _ in lock.withLock { _ in } }
+            Issue.record("relocking a Lock returned")
+        }
     #endif
 }

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Foundation
 import Synchronization
@@ -80,7 +83,8 @@ func withWatchdog<T: Sendable>(
     let once = Once()
     let pool = ThreadPool(threads: 2)
     defer { pool.stop() }
-    let outcome: Result<T, any Error>? = await withUnsafeContinuation { (continuation: UnsafeContinuation<Result<T, any Error>?, Never>) in
+    let outcome: Result<T, any Error>? = await withUnsafeContinuation {
+        (continuation: UnsafeContinuation<Result<T, any Error>?, Never>) in
         let resume = UncheckedBox(continuation)
         Task(executorPreference: pool) {
             let result: Result<T, any Error>

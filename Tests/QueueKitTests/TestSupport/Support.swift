@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import CQueueKit
 import Dispatch
 import Foundation
@@ -40,7 +43,9 @@ func callC(_ body: () -> Void, _ call: (UnsafeMutableRawPointer?, qk_function_t)
 /// Calls an asynchronous C function of the (context, work) shape with `body` as the work: the
 /// work runs exactly once, later. When the call fails (returns non-zero), `body` is released.
 @discardableResult
-func callCAsync(_ body: @escaping @Sendable () -> Void, _ call: (UnsafeMutableRawPointer?, qk_function_t) -> Int32) -> Int32 {
+func callCAsync(_ body: @escaping @Sendable () -> Void, _ call: (UnsafeMutableRawPointer?, qk_function_t) -> Int32)
+    -> Int32
+{
     let context = Unmanaged.passRetained(WorkBox(body)).toOpaque()
     let status = call(context, runBoxOnce)
     if status != 0 { Unmanaged<WorkBox>.fromOpaque(context).release() }
