@@ -13,7 +13,7 @@ let package = Package(
     products: [
         // The C library: libqueuekit.so, exporting exactly the qk_* functions of include/queuekit.h.
         // (The installable, SONAME'd, static-stdlib build of it is made by CMake.)
-        .library(name: "queuekit", type: .dynamic, targets: ["QueueKitCAPI"]),
+        .library(name: "queuekit", type: .dynamic, targets: ["QueueKitCLibrary"]),
         // The Swift library, for Swift programs that `import QueueKit`.
         .library(name: "QueueKit", targets: ["QueueKit"]),
     ],
@@ -30,13 +30,20 @@ let package = Package(
             // Test seams (hooks and counters the tests observe) exist in debug builds only.
             swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))]
         ),
-        // The C face: the @_cdecl exports of include/queuekit.h over the core's `package` API. Linked
-        // into the `queuekit` dynamic product only; its version script keeps the exports to qk_*.
+        // The C face: the @_cdecl exports of include/queuekit.h over the core's `package` API, the
+        // code of the `queuekit` dynamic product.
         .target(
             name: "QueueKitCAPI",
             dependencies: ["QueueKit", "CQueueKit", "QueueKitShim"],
             path: "Sources/QueueKitCAPI",
-            swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))],
+            swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))]
+        ),
+        // Only the link of the `queuekit` dynamic product: its version script keeps the exports to
+        // qk_* (linker settings reach every binary linking a target, hence a target of its own).
+        .target(
+            name: "QueueKitCLibrary",
+            dependencies: ["QueueKitCAPI"],
+            path: "Sources/QueueKitCLibrary",
             linkerSettings: [
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])
             ]
