@@ -12,6 +12,7 @@ source "$(dirname "$0")/common.sh"
 
 wanted=(
     cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind   # build, test
+    abigail-tools                                                             # the ABI gate (abidiff)
     dpkg-dev file lintian                                                     # Debian packages
     clang-format                                                              # formatting C
 )
