@@ -24,12 +24,14 @@ enum Report {
                             workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl,
                             value: qk.median / anchor.median, kind: .ratio,
                             target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl)))
-                    if anchor.row.impl == "the work alone (direct call)" {
+                    if anchor.row.impl == Catalog.directCall {
+                        let extra = Catalog.extraOverDirectCall
                         ratios.append(
                             Ratio(
-                                workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
+                                workload: workload, queueKit: qk.row.impl, anchor: extra,
                                 value: qk.median - anchor.median, kind: .difference,
-                                target: Target(limit: 5, source: "issue 3")))
+                                target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: extra)
+                                    ?? Target(limit: 5, source: "issue 3")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {

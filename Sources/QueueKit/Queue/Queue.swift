@@ -63,6 +63,8 @@ public final class Queue: @unchecked Sendable {
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
     /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
     let dispatchQueue: DispatchQueue?
+    /// `dispatchQueue`'s `dispatch_queue_t`, for the round trips through `dispatch_*_f`.
+    @usableFromInline let dispatchObject: UnsafeMutableRawPointer?
     /// Main and global queues live forever: retain and release are no-ops on them.
     package let isImmortal: Bool
     /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
@@ -113,6 +115,7 @@ public final class Queue: @unchecked Sendable {
         self.target = target
         self.parent = target.map { Unmanaged.passUnretained($0) }
         self.dispatchQueue = dispatchQueue
+        self.dispatchObject = dispatchQueue.map { DispatchObjectLayout.object(of: $0) }
         self.isImmortal = immortal
     }
 
@@ -171,6 +174,7 @@ public final class Queue: @unchecked Sendable {
     ///   or further out through `sync` hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
     ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
     ///   runs inline: it can never wait behind a pending barrier.
+    @inlinable
     public func sync<R>(_ work: () throws -> R) throws -> R {
         try run(syncRoute(barrier: false, call: "Queue.sync"), work)
     }
@@ -179,41 +183,27 @@ public final class Queue: @unchecked Sendable {
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread runs
     ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
+    @inlinable
     public func barrierSync<R>(_ work: () throws -> R) throws -> R {
         try run(syncRoute(barrier: true, call: "Queue.barrierSync"), work)
     }
 
     /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
     /// `check(.onQueue)` holds), otherwise as ``sync(_:)``. It never deadlocks on the queue itself.
+    @inlinable
     public func perform<R>(_ work: () throws -> R) throws -> R {
         try run(performRoute(call: "Queue.perform"), work)
     }
 
-    /// The shared core of `async` and `barrierAsync`.
-    package func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
-        guard let dispatchQueue else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
-        let barrier = barrier && honoursBarriers
-        let exclusive = barrier || isSerial
-        let countsBarrier = barrier && !isSerial
-        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
-        let work = ThreadSanitizer.handOff(work)
-        dispatchQueue.async(flags: barrier ? .barrier : []) {
-            ThreadSanitizer.holding(self, exclusive: exclusive) {
-                ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
-            }
-            if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
-        }
-    }
-
     /// How a synchronous call reaches the queue, decided before anything runs.
+    @usableFromInline
     package struct SyncRoute {
         /// The calling thread's innermost frame: the caller of the new block.
-        let caller: UnsafePointer<ExecutionFrame>?
+        @usableFromInline let caller: UnsafePointer<ExecutionFrame>?
         /// `work` runs inline (the thread already holds the queue) rather than through dispatch.
-        let isInline: Bool
+        @usableFromInline let isInline: Bool
         /// The block holds the queue alone.
-        let isExclusive: Bool
+        @usableFromInline let isExclusive: Bool
         /// The dispatch round trip is a barrier.
         let isBarrier: Bool
         /// The thread whose published wait the block withdraws when it starts (routes through
@@ -221,6 +211,18 @@ public final class Queue: @unchecked Sendable {
         var waiter: Unmanaged<ThreadRecord>? = nil
         /// The round trip is a barrier on a concurrent queue, counted in `barriersSubmitted`.
         var countsBarrier = false
+
+        init(
+            caller: UnsafePointer<ExecutionFrame>?, isInline: Bool, isExclusive: Bool, isBarrier: Bool,
+            waiter: Unmanaged<ThreadRecord>? = nil, countsBarrier: Bool = false
+        ) {
+            self.caller = caller
+            self.isInline = isInline
+            self.isExclusive = isExclusive
+            self.isBarrier = isBarrier
+            self.waiter = waiter
+            self.countsBarrier = countsBarrier
+        }
     }
 
     /// The deadlock checks of `sync` and `barrierSync`: how the call reaches the queue.
@@ -240,7 +242,7 @@ public final class Queue: @unchecked Sendable {
     /// would close a ring of waiting threads: pass it to `run` at once, whose block wrapper
     /// withdraws the wait as soon as the block starts, on whichever thread runs it. `call` names
     /// the call in reports.
-    @inline(__always)
+    @usableFromInline
     package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
         guard dispatchQueue != nil else { throw .invalidArgument }
         if _slowPath(Fork.isChild) { throw .notRecoverable }
@@ -290,7 +292,7 @@ public final class Queue: @unchecked Sendable {
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
-    @inline(__always)
+    @usableFromInline
     package func performRoute(call: StaticString) throws(QueueKitError) -> SyncRoute {
         guard dispatchQueue != nil else { throw .invalidArgument }
         if _slowPath(Fork.isChild) { throw .notRecoverable }
@@ -300,34 +302,6 @@ public final class Queue: @unchecked Sendable {
             return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false)
         }
         return try syncRoute(barrier: false, call: call)
-    }
-
-    /// Runs `work` the way `route` says, inside a frame whose caller is the route's, and waits.
-    @inline(__always)
-    package func run<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
-        if route.isInline {
-            return try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, work)
-        }
-        return try roundTrip(route, work)
-    }
-
-    /// The dispatch round trip of a `sync`. Dispatch's `sync` rethrows untyped, so the typed
-    /// outcome crosses it in a `Result`.
-    private func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
-        var outcome: Result<R, E>?
-        withoutActuallyEscaping(work) { work in
-            let box = UncheckedSendable(work)
-            dispatchQueue!.sync(flags: route.isBarrier ? .barrier : []) {
-                if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
-                ThreadSanitizer.holding(self, exclusive: route.isExclusive) {
-                    outcome = Result { () throws(E) -> R in
-                        try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
-                    }
-                }
-                if route.countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
-            }
-        }
-        return try outcome!.get()
     }
 
     // MARK: Identity
