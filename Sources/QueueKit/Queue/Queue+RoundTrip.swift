@@ -2,6 +2,7 @@
 // Copyright QueueKit developers
 
 import Dispatch
+import Glibc
 import QueueKitShim
 import Synchronization
 
@@ -38,7 +39,7 @@ struct Invocation {
     /// Runs the block: on whichever thread dispatch chose, as a block of `queue`.
     @inline(__always)
     func run() {
-        if let waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
+        if let waiter { waiter._withUnsafeGuaranteedRef { WaitRegistry.withdraw($0) } }
         queue._withUnsafeGuaranteedRef { queue in
             ThreadSanitizer.holding(queue, exclusive: isExclusive) {
                 ExecutionContext.run(on: queue, exclusive: isExclusive, outer: caller) { function(context) }
@@ -116,10 +117,12 @@ extension Queue {
     {
         guard dispatchQueue != nil else { throw .invalidArgument }
         if _slowPath(Fork.isChild) { throw .notRecoverable }
+        // malloc itself: the allocator's per-thread cache, without the aligned-allocation detour.
+        guard let memory = malloc(MemoryLayout<AsyncNode>.stride) else { throw .outOfMemory }
+        let node = memory.bindMemory(to: AsyncNode.self, capacity: 1)
         let barrier = barrier && honoursBarriers
         let countsBarrier = barrier && !isSerial
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
-        let node = UnsafeMutablePointer<AsyncNode>.allocate(capacity: 1)
         // The node owns one reference to the queue until its block has run.
         let queue = isImmortal ? Unmanaged.passUnretained(self) : Unmanaged.passRetained(self)
         node.initialize(
@@ -166,7 +169,7 @@ struct AsyncNode {
         let invocation = node.pointee.invocation
         invocation.run()
         node.deinitialize(count: 1)
-        node.deallocate()
+        free(node)
         let queue = invocation.queue
         if !queue._withUnsafeGuaranteedRef({ $0.isImmortal }) { queue.release() }
     }

@@ -269,17 +269,20 @@ public final class Queue: @unchecked Sendable {
         }
         let countsBarrier = barrier && !isSerial
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
-        let record = ThreadRecord.current
-        let refusal = WaitRegistry.enter(
-            record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
-        ) { wait in
-            wait.call = call
-            wait.kind = barrier ? .queueBarrierSync : .queueSync
-            wait.queue = Unmanaged.passUnretained(self)
-            wait.lock = nil
-            wait.detail = nil
-            wait.deadline = MonotonicClock.forever
-            wait.frame = caller
+        // The record is the thread's own, alive as long as the thread: borrowed, not retained.
+        let waiter = ThreadRecord.currentUnmanaged
+        let refusal = waiter._withUnsafeGuaranteedRef { record in
+            WaitRegistry.enter(
+                record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
+            ) { wait in
+                wait.call = call
+                wait.kind = barrier ? .queueBarrierSync : .queueSync
+                wait.queue = Unmanaged.passUnretained(self)
+                wait.lock = nil
+                wait.detail = nil
+                wait.deadline = MonotonicClock.forever
+                wait.frame = caller
+            }
         }
         if let refusal {
             if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
@@ -288,7 +291,7 @@ public final class Queue: @unchecked Sendable {
         }
         return SyncRoute(
             caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
-            waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
+            waiter: waiter, countsBarrier: countsBarrier)
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
