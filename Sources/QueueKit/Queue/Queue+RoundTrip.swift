@@ -86,6 +86,18 @@ extension Queue {
         barrier: Bool, perform: Bool, call: StaticString, _ context: UnsafeMutableRawPointer?,
         _ function: CWorkFunction
     ) throws(QueueKitError) {
+        if perform, let frame = qkshim_frame_get() {
+            // The common `perform`: onto the queue whose block the thread runs innermost, held
+            // exclusively (a serial queue's block, a barrier). It is what `performRoute` finds
+            // first, without building the route; anything else takes the route below.
+            let caller = UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
+            if caller.pointee.isExclusive, caller.pointee.running.toOpaque() == Unmanaged.passUnretained(self).toOpaque() {
+                guard dispatchObject != nil else { throw .invalidArgument }
+                if _slowPath(Fork.isChild) { throw .notRecoverable }
+                ExecutionContext.run(on: self, exclusive: true, outer: caller) { function(context) }
+                return
+            }
+        }
         let route = try perform ? performRoute(call: call) : syncRoute(barrier: barrier, call: call)
         invoke(route, context, function)
     }
