@@ -140,11 +140,18 @@ typedef struct {
     dispatch_queue_t gcd;
     uint64_t per_thread;
     uint64_t counter;
+    /* The earliest start and the latest end of any thread: the threads' own span, whenever the
+     * thread that started them gets to run. */
+    _Atomic uint64_t first_start;
+    _Atomic uint64_t last_end;
 } contended_sync_t;
 
 static void contended_sync_thread(void *context, int index) {
     (void)index;
     contended_sync_t *c = context;
+    uint64_t start = qkb_now_ns();
+    uint64_t seen = atomic_load(&c->first_start);
+    while (start < seen && !atomic_compare_exchange_weak(&c->first_start, &seen, start)) {}
     for (uint64_t i = 0; i < c->per_thread; i++) {
         if (c->queuekit) {
             must(qk_queue_sync(c->qk, &c->counter, bump), "qk_queue_sync");
@@ -152,13 +159,19 @@ static void contended_sync_thread(void *context, int index) {
             dispatch_sync_f(c->gcd, &c->counter, bump);
         }
     }
+    uint64_t end = qkb_now_ns();
+    seen = atomic_load(&c->last_end);
+    while (end > seen && !atomic_compare_exchange_weak(&c->last_end, &seen, end)) {}
 }
 
 qkb_sample_t qkb_contended_queue_sync(bool queuekit, int threads, uint64_t iterations) {
     contended_sync_t c = {.queuekit = queuekit, .per_thread = iterations / (uint64_t)threads};
     if (queuekit) c.qk = qk_new(QKB_QUEUE_SERIAL);
     else c.gcd = gcd_new(QKB_QUEUE_SERIAL);
-    uint64_t elapsed = qkb_run_threads(threads, contended_sync_thread, &c);
+    atomic_init(&c.first_start, UINT64_MAX);
+    atomic_init(&c.last_end, 0);
+    qkb_run_threads(threads, contended_sync_thread, &c);
+    uint64_t elapsed = atomic_load(&c.last_end) - atomic_load(&c.first_start);
     uint64_t total = c.per_thread * (uint64_t)threads;
     if (c.counter != total) abort();
     if (queuekit) qk_queue_release(c.qk);

@@ -110,14 +110,21 @@ extension Queue {
         }
         var result: R?
         var failure: (any Error)?
-        withoutActuallyEscaping({
+        // A closure literal passed as a non-escaping argument: its captures stay on this stack.
+        invoke(route) {
             do { result = try work() } catch { failure = error }
-        }) { body in
-            var body = body
-            withUnsafeMutablePointer(to: &body) { invoke(route, $0, closureEntry) }
         }
         if let failure { throw failure }
         return result.unsafelyUnwrapped
+    }
+
+    /// `invoke` of a Swift closure: the closure itself, in this frame, is the context.
+    @usableFromInline
+    func invoke(_ route: SyncRoute, _ body: () -> Void) {
+        withoutActuallyEscaping(body) { body in
+            var body = body
+            withUnsafeMutablePointer(to: &body) { invoke(route, $0, closureEntry) }
+        }
     }
 
     // MARK: Asynchronous submissions
