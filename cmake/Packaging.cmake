@@ -44,7 +44,7 @@ This package contains the shared library.")
 
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME libqueuekit-dev)
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS "libqueuekit0 (= ${PROJECT_VERSION}), libbsd-dev")
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS "libqueuekit0 (= ${PROJECT_VERSION})")   # its files need nothing else
 set(CPACK_COMPONENT_DEVELOPMENT_DESCRIPTION
   "queue identity, reentrant DB queue and condition lock for C (development)
 QueueKit makes three GCD-era concurrency patterns safe on Linux: a
