@@ -20,6 +20,14 @@
 #   link/swift-argv.c         the runtime's argv lookup without reading /proc/self/maps at load
 #   abi/abi-types.c           no code: the C DWARF of the header that the ABI gate reads
 option(QK_STATIC_LIBSTDCXX "Link libstdc++ and libgcc into libqueuekit.so (hidden)" ON)
+# Full debug information (Swift and the shim), for the debug-symbols package (scripts/package.sh
+# turns it on). Off otherwise: the ABI gate reads the C description alone, and the Swift
+# objects' DWARF would add hundreds of Swift types to what it prints.
+option(QK_DEBUG_INFO "Build libqueuekit.so with full debug information" OFF)
+if(QK_DEBUG_INFO)
+  target_compile_options(queuekit PRIVATE "$<$<COMPILE_LANGUAGE:Swift>:-g>")
+  target_compile_options(queuekit_shim PRIVATE -g)
+endif()
 
 # --- The C linked in: the ABI description and the runtime's argument vector. ---
 set(QK_ABI_TYPES_HEADER "${PROJECT_BINARY_DIR}/abi/queuekit-abi-types.h")
