@@ -15,7 +15,7 @@
 #                             its code (include/queuekit.h, "Loading the library")
 #   --gc-sections, --icf=safe unreferenced sections dropped, identical functions folded where no
 #                             address is compared (--icf=all would fold address-taken functions
-#                             of the runtime too: 136 KiB more, not worth a wrong comparison)
+#                             too: 136 KiB more, not worth a wrong comparison)
 #   --build-id                the key the debug-symbols package is found by
 #   link/swift-argv.c         the runtime's argv lookup without reading /proc/self/maps at load
 #   abi/abi-types.c           no code: the C DWARF of the header that the ABI gate reads
