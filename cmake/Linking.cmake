@@ -1,4 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # How libqueuekit.so is linked, and the C it links in besides the Swift module. Included by
 # CMakeLists.txt once the `queuekit` target exists. What each choice buys, measured on a program
 # that only links the library (docs/linking.md has the numbers):

@@ -1,3 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Debian packages of the C library, made by CPack's DEB generator (./scripts/package.sh):
 #
 #   libqueuekit0         component runtime:     libqueuekit.so.0.x.y (stripped, with a
@@ -21,7 +24,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME queuekit)
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_VENDOR "QueueKit")
-set(CPACK_PACKAGE_CONTACT "QueueKit maintainers <queuekit@example.org>")
+set(CPACK_PACKAGE_CONTACT "QueueKit developers <maintainers@queuekit.dev>")
 set(CPACK_PACKAGE_DIRECTORY "${PROJECT_SOURCE_DIR}/dist")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # Not stripped at install: CPack splits the debug information into libqueuekit0-dbgsym, then

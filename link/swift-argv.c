@@ -1,4 +1,6 @@
-// SPDX-License-Identifier: Apache-2.0
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * The Swift standard library's command-line arguments, for libqueuekit.so only (CMake links this
  * file into the library ahead of the static Swift runtime; SwiftPM builds use the runtime's own).
@@ -26,8 +28,9 @@ static void qk_keep_arguments(int argc, char **argv, char **envp) {
     }
 }
 
-__attribute__((section(".init_array"), used))
-static void (*const qk_keep_arguments_entry)(int, char **, char **) = qk_keep_arguments;
+__attribute__((section(".init_array"),
+               used)) static void (*const qk_keep_arguments_entry)(int, char **,
+                                                                   char **) = qk_keep_arguments;
 
 /* The runtime's interface (stdlib/public/CommandLineSupport): the argument vector, with its
  * length stored in *outArgLen; an override set by the program, when it set one. */

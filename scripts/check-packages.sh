@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # The Debian packages as a user gets them: builds them (scripts/package.sh), runs lintian on them
-# (no error and no warning allowed; lintian is installed when missing), shows their contents,
-# checks what each must hold, their Depends and Installed-Size, that the library is stripped and
-# points at its debug information, which the debug-symbols package holds under its build ID,
-# unpacks the packages into a scratch root with `dpkg -x`, and builds and runs a C program against
-# that root with pkg-config alone.
+# (no error and no warning allowed; scripts/bootstrap.sh installs lintian and gdb), shows their
+# contents, checks what each must hold, their Depends and Installed-Size, that the library is
+# stripped and points at its debug information, which the debug-symbols package holds under its
+# build ID, unpacks the packages into a scratch root with `dpkg -x`, and builds and runs a C
+# program against that root with pkg-config alone.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-ensure_debian_tools lintian gdb
+need_packages lintian gdb
 mapfile -t debs < <("$ROOT/scripts/package.sh")
 runtime=${debs[0]} dev=${debs[1]} dbgsym=${debs[2]}
 tmp=$(mktemp -d)

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """Finishes a Debian package that CPack made (scripts/package.sh runs it on each one):
 
   - drops the postinst and postrm scripts CPack adds to a library package when all they do is

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # libqueuekit.so stands alone and costs a program little to load: SONAME libqueuekit.so.0, no
 # RUNPATH, nothing from the Swift toolchain, and only glibc as dependencies (the Swift runtime,
 # libdispatch, libstdc++ and the unwinder are linked in); it stays resident after dlclose

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """libqueuekit.so from Python's ctypes: a late dlopen into a running interpreter, then one call
 of each component with Python callbacks, run on QueueKit's threads.
 

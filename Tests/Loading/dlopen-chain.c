@@ -1,4 +1,6 @@
-// SPDX-License-Identifier: Apache-2.0
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * dlopen-chain FILE... : dlopens each file in order (RTLD_NOW), as a program loading plugins
  * late does. Exits 0 when all load; else prints the file and dlerror() and exits 1. When the last
@@ -16,7 +18,8 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    int (*version)(void) = handle != NULL ? (int (*)(void))dlsym(handle, "qk_version_number") : NULL;
+    int (*version)(void) =
+        handle != NULL ? (int (*)(void))dlsym(handle, "qk_version_number") : NULL;
     if (version != NULL) printf("qk_version_number() = %d\n", version());
     return 0;
 }

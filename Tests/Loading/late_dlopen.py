@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """A late dlopen of libqueuekit.so works once other libraries have used up glibc's static TLS
 surplus down to 256 bytes, the footprint include/queuekit.h promises.
 

@@ -1,4 +1,6 @@
-// SPDX-License-Identifier: Apache-2.0
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * libqueuekit.so as a plugin: dlopen, use every component, dlclose, three times over.
  *
@@ -47,17 +49,17 @@ static void wait_for(sem_t *semaphore, const char *what) {
 }
 
 /* The functions used, resolved from the handle of each round. */
-#define QK_FUNCTIONS(X)                                                                         \
-    X(qk_version_number) X(qk_strerror) X(qk_now_ns)                                          \
-    X(qk_queue_create) X(qk_queue_release) X(qk_queue_async) X(qk_queue_sync)                  \
-    X(qk_queue_barrier_async) X(qk_queue_barrier_sync) X(qk_queue_is_current)                  \
-    X(qk_queue_set_specific) X(qk_get_specific) X(qk_queue_global)                             \
-    X(qk_dbqueue_create) X(qk_dbqueue_destroy) X(qk_dbqueue_read) X(qk_dbqueue_write)          \
-    X(qk_dbqueue_write_async) X(qk_dbqueue_flush)                                              \
-    X(qk_condlock_create) X(qk_condlock_destroy) X(qk_condlock_lock_when)                      \
-    X(qk_condlock_unlock_with) X(qk_condlock_trylock) X(qk_condlock_unlock)                    \
-    X(qk_condlock_get_stats)                                                                   \
-    X(qk_copy_wait_report) X(qk_set_deadlock_handler) X(qk_set_stall_handler)
+#define QK_FUNCTIONS(X)                                                                            \
+    X(qk_version_number)                                                                           \
+    X(qk_strerror) X(qk_now_ns) X(qk_queue_create) X(qk_queue_release) X(qk_queue_async)           \
+        X(qk_queue_sync) X(qk_queue_barrier_async) X(qk_queue_barrier_sync) X(qk_queue_is_current) \
+            X(qk_queue_set_specific) X(qk_get_specific) X(qk_queue_global) X(qk_dbqueue_create)    \
+                X(qk_dbqueue_destroy) X(qk_dbqueue_read) X(qk_dbqueue_write)                       \
+                    X(qk_dbqueue_write_async) X(qk_dbqueue_flush) X(qk_condlock_create)            \
+                        X(qk_condlock_destroy) X(qk_condlock_lock_when) X(qk_condlock_unlock_with) \
+                            X(qk_condlock_trylock) X(qk_condlock_unlock) X(qk_condlock_get_stats)  \
+                                X(qk_copy_wait_report) X(qk_set_deadlock_handler)                  \
+                                    X(qk_set_stall_handler)
 
 static struct {
 #define FIELD(name) __typeof__(&name) name;
@@ -66,8 +68,8 @@ static struct {
 } qk;
 
 static void resolve(void *handle) {
-#define RESOLVE(name)                                                                           \
-    *(void **)&qk.name = dlsym(handle, #name);                                                 \
+#define RESOLVE(name)                                                                              \
+    *(void **)&qk.name = dlsym(handle, #name);                                                     \
     if (qk.name == NULL) fail("dlsym " #name);
     QK_FUNCTIONS(RESOLVE)
 #undef RESOLVE
@@ -94,7 +96,9 @@ static void look_around(void *context) {
     job->specific = qk.qk_get_specific(&key);
 }
 
-static void post(void *context) { sem_post(&((job_t *)context)->done); }
+static void post(void *context) {
+    sem_post(&((job_t *)context)->done);
+}
 
 typedef struct {
     sem_t entered, release, second_ran;
@@ -106,7 +110,9 @@ static void park(void *context) {
     wait_for(&parked->release, "the parked block was never released");
 }
 
-static void second(void *context) { sem_post(&((parked_t *)context)->second_ran); }
+static void second(void *context) {
+    sem_post(&((parked_t *)context)->second_ran);
+}
 
 static void ignore_report(void *context, const char *report) {
     (void)context;
@@ -132,9 +138,11 @@ static void round_trip(const char *library, int round) {
     expect(serial != NULL && concurrent != NULL, "qk_queue_create");
     expect(qk.qk_queue_set_specific(serial, &key, &job, NULL) == 0, "qk_queue_set_specific");
     job.queue = serial;
-    for (int i = 0; i < 100; i++) expect(qk.qk_queue_async(serial, &job, count) == 0, "qk_queue_async");
+    for (int i = 0; i < 100; i++)
+        expect(qk.qk_queue_async(serial, &job, count) == 0, "qk_queue_async");
     expect(qk.qk_queue_sync(serial, &job, look_around) == 0, "qk_queue_sync");
-    expect(job.counter == 100 && job.on_queue && job.specific == &job, "serial queue: order, identity, specific");
+    expect(job.counter == 100 && job.on_queue && job.specific == &job,
+           "serial queue: order, identity, specific");
     expect(qk.qk_queue_barrier_async(concurrent, &job, count) == 0, "qk_queue_barrier_async");
     expect(qk.qk_queue_barrier_sync(concurrent, &job, count) == 0, "qk_queue_barrier_sync");
     expect(job.counter == 102, "barriers ran");
@@ -146,9 +154,11 @@ static void round_trip(const char *library, int round) {
     expect(db != NULL, "qk_dbqueue_create");
     job.counter = 0;
     expect(qk.qk_dbqueue_write(db, &job, count) == 0, "qk_dbqueue_write");
-    for (int i = 0; i < 10; i++) expect(qk.qk_dbqueue_write_async(db, &job, count) == 0, "qk_dbqueue_write_async");
+    for (int i = 0; i < 10; i++)
+        expect(qk.qk_dbqueue_write_async(db, &job, count) == 0, "qk_dbqueue_write_async");
     expect(qk.qk_dbqueue_flush(db) == 0, "qk_dbqueue_flush");
-    expect(qk.qk_dbqueue_read(db, &job, count) == 0 && job.counter == 12, "qk_dbqueue_read after the writes");
+    expect(qk.qk_dbqueue_read(db, &job, count) == 0 && job.counter == 12,
+           "qk_dbqueue_read after the writes");
     expect(qk.qk_dbqueue_destroy(db) == 0, "qk_dbqueue_destroy");
 
     /* The condition lock. */
@@ -156,14 +166,17 @@ static void round_trip(const char *library, int round) {
     expect(lock != NULL, "qk_condlock_create");
     expect(qk.qk_condlock_lock_when(lock, 1) == 0, "qk_condlock_lock_when");
     expect(qk.qk_condlock_unlock_with(lock, 2) == 0, "qk_condlock_unlock_with");
-    expect(qk.qk_condlock_trylock(lock) == 0 && qk.qk_condlock_unlock(lock) == 0, "trylock + unlock");
+    expect(qk.qk_condlock_trylock(lock) == 0 && qk.qk_condlock_unlock(lock) == 0,
+           "trylock + unlock");
     qk_condlock_stats_t stats = {.size = sizeof stats};
-    expect(qk.qk_condlock_get_stats(lock, &stats) == 0 && stats.acquisitions == 2, "qk_condlock_get_stats");
+    expect(qk.qk_condlock_get_stats(lock, &stats) == 0 && stats.acquisitions == 2,
+           "qk_condlock_get_stats");
     expect(qk.qk_condlock_destroy(lock) == 0, "qk_condlock_destroy");
 
     /* Diagnostics: the handlers (the stall watch starts a thread of the library's) and the report. */
     expect(qk.qk_set_deadlock_handler(ignore_report, NULL) == 0, "qk_set_deadlock_handler");
-    expect(qk.qk_set_stall_handler(60ull * 1000000000u, ignore_report, NULL) == 0, "qk_set_stall_handler");
+    expect(qk.qk_set_stall_handler(60ull * 1000000000u, ignore_report, NULL) == 0,
+           "qk_set_stall_handler");
     expect(qk.qk_copy_wait_report(NULL, 0) == 0, "qk_copy_wait_report: nobody waits");
     expect(qk.qk_set_deadlock_handler(NULL, NULL) == 0, "qk_set_deadlock_handler(NULL)");
 
@@ -176,7 +189,7 @@ static void round_trip(const char *library, int round) {
     expect(qk.qk_queue_async(serial, &parked, second) == 0, "qk_queue_async(second)");
     wait_for(&parked.entered, "the parked block never started");
     qk.qk_queue_release(concurrent);
-    qk.qk_queue_release(serial);   /* the queued blocks keep it alive */
+    qk.qk_queue_release(serial); /* the queued blocks keep it alive */
 
     expect(dlclose(handle) == 0, "dlclose");
     sem_post(&parked.release);
@@ -184,7 +197,9 @@ static void round_trip(const char *library, int round) {
     void *resident = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
     expect(resident != NULL, "the library is still loaded after dlclose (NODELETE)");
     dlclose(resident);
-    printf("loader: round %d: every component used, dlclose'd, its threads still running it safely\n", round);
+    printf(
+        "loader: round %d: every component used, dlclose'd, its threads still running it safely\n",
+        round);
 }
 
 int main(int argc, char **argv) {

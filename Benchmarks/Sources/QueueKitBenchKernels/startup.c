@@ -1,4 +1,6 @@
-// SPDX-License-Identifier: Apache-2.0
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /* Process start-up: what linking QueueKit adds to every start of a C program. */
 #define _GNU_SOURCE
 #include "qkbench.h"
@@ -30,7 +32,8 @@ static int dt_needed(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     char *flags = data;
     const char *library = qkb_queuekit_library();
-    if (library == NULL || info->dlpi_name == NULL || strcmp(info->dlpi_name, library) != 0) return 0;
+    if (library == NULL || info->dlpi_name == NULL || strcmp(info->dlpi_name, library) != 0)
+        return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
         const ElfW(Dyn) *dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
@@ -65,13 +68,15 @@ static int build(void) {
     char command[4096];
     snprintf(command, sizeof command,
              "cd %s && printf 'int main(void) { return 0; }\\n' > empty.c && "
-             "printf '#include <queuekit.h>\\nint main(void) { return qk_version_number() == 0; }\\n' > linked.c && "
+             "printf '#include <queuekit.h>\\nint main(void) { return qk_version_number() == 0; "
+             "}\\n' > linked.c && "
              "%s -O2 empty.c -Wl,-rpath,%s -o empty && "
              "%s -O2 empty.c -Wl,-rpath,%s -Wl,--no-as-needed%s -o needed && "
              "%s -O2 linked.c -I%s/../include -L%s -lqueuekit -Wl,-rpath,%s -o linked",
              dir, cc, libdir, cc, libdir, needed, cc, libdir, libdir, libdir);
     int status = system(command);
-    if (status != 0) fprintf(stderr, "queuekit-bench: building the start-up programs failed: %s\n", command);
+    if (status != 0)
+        fprintf(stderr, "queuekit-bench: building the start-up programs failed: %s\n", command);
     return status == 0 ? 0 : -1;
 }
 
@@ -92,7 +97,7 @@ static int compare(const void *a, const void *b) {
 }
 
 qkb_sample_t qkb_startup(int which, uint64_t spawns) {
-    qkb_sample_t s = {NAN, -1, -1, -1, -1};   /* NAN: the row failed */
+    qkb_sample_t s = {NAN, -1, -1, -1, -1}; /* NAN: the row failed */
     if (built < 0) built = build();
     if (built != 0 || which < 0 || which > 2 || spawns == 0) return s;
     double *times = calloc(spawns, sizeof *times);
