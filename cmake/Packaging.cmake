@@ -78,7 +78,8 @@ file(WRITE "${QK_DEBIAN_CONTROL_DIR}/triggers" "activate-noawait ldconfig\n")
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
   "${QK_DEBIAN_CONTROL_DIR}/symbols;${QK_DEBIAN_CONTROL_DIR}/triggers")
 
-# Each package's /usr/share/doc/<package>: copyright and changelog, as Debian policy asks.
+# Each package's /usr/share/doc/<package>: copyright (DEP-5, with the license) and changelog, as
+# Debian policy asks, and NOTICE, which the Apache License asks to pass on.
 foreach(package libqueuekit0 libqueuekit-dev)
   if(package STREQUAL libqueuekit0)
     set(component runtime)
@@ -90,7 +91,7 @@ foreach(package libqueuekit0 libqueuekit-dev)
   configure_file("${PROJECT_SOURCE_DIR}/cmake/debian/copyright" "${QK_DOC_DIR}/copyright" COPYONLY)
   configure_file("${PROJECT_SOURCE_DIR}/cmake/debian/changelog.in" "${QK_DOC_DIR}/changelog" @ONLY)
   execute_process(COMMAND gzip -9nf "${QK_DOC_DIR}/changelog" COMMAND_ERROR_IS_FATAL ANY)
-  install(FILES "${QK_DOC_DIR}/copyright" "${QK_DOC_DIR}/changelog.gz"
+  install(FILES "${QK_DOC_DIR}/copyright" "${QK_DOC_DIR}/changelog.gz" "${PROJECT_SOURCE_DIR}/NOTICE"
           DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/doc/${package}" COMPONENT ${component}
           EXCLUDE_FROM_ALL)
 endforeach()

@@ -43,6 +43,7 @@ contains() { dpkg -c "$1" | awk '{ print $6 }' | grep -cxF "./$2" >/dev/null || 
 contains "$runtime" "usr/lib/$multiarch/libqueuekit.so.0"
 contains "$runtime" "usr/lib/$multiarch/libqueuekit.so.$version"
 contains "$runtime" "usr/share/doc/libqueuekit0/copyright"
+contains "$runtime" "usr/share/doc/libqueuekit0/NOTICE"
 contains "$dev" "usr/include/queuekit.h"
 contains "$dev" "usr/lib/$multiarch/libqueuekit.so"
 contains "$dev" "usr/lib/$multiarch/pkgconfig/queuekit.pc"
@@ -50,6 +51,8 @@ contains "$dev" "usr/lib/$multiarch/cmake/QueueKit/QueueKitConfig.cmake"
 contains "$dev" "usr/share/man/man3/qk_condlock_lock_when.3.gz"
 contains "$dev" "usr/share/man/man7/queuekit.7.gz"
 contains "$dev" "usr/share/doc/libqueuekit-dev/copyright"
+contains "$dev" "usr/share/doc/libqueuekit-dev/NOTICE"
+grep -q '^License: Apache-2.0' "$ROOT/cmake/debian/copyright" || fail "cmake/debian/copyright names no license"
 dpkg -c "$runtime" | awk '{ print $6 }' | grep -c 'include/\|man/\|libqueuekit\.so$' >/dev/null &&
     fail "libqueuekit0 holds development files"
 
