@@ -58,6 +58,34 @@
  *   What does not: every qk_queue_* submission (async, sync, barrier_async, barrier_sync,
  *   perform) and qk_dbqueue_write_async return ENOTRECOVERABLE at once and run nothing;
  *   qk_main() aborts with one line on stderr. Nothing waits forever; the parent is unaffected.
+ *
+ * Loading the library
+ * -------------------
+ * - libqueuekit.so.0 needs only glibc (libc, libm, the dynamic loader; glibc 2.36 or later when
+ *   it was built against one, for its packed relocations). The Swift runtime, libdispatch,
+ *   libstdc++ and the unwinder are linked in, and none of their symbols is visible: the library
+ *   exports exactly the qk_* functions of this header.
+ * - Loading it runs the initializers of the Swift runtime, libdispatch and QueueKit (it registers
+ *   pthread_atfork handlers and reads QUEUEKIT_STALL_MS); it starts no thread and installs no
+ *   signal handler, unless QUEUEKIT_STALL_MS is set.
+ * - Threads it may start: libdispatch's worker threads, on demand, for the blocks of queues and
+ *   DB queues (idle ones end by themselves after a while), and "queuekit-stalls" while a stall
+ *   watch is on (qk_set_stall_handler, QUEUEKIT_STALL_MS).
+ * - It stays resident: dlclose does not unmap it (it is linked with -z nodelete), because
+ *   libdispatch cannot stop its worker threads and every thread that called QueueKit keeps a
+ *   thread-exit destructor pointing into it. So a plugin that uses QueueKit and is unloaded
+ *   itself must first let its queued work finish (qk_dbqueue_flush, a last qk_queue_sync or
+ *   barrier) and reset the handlers it installed (qk_set_deadlock_handler(NULL, NULL),
+ *   qk_set_stall_handler(0, NULL, NULL)): work and handlers that point into unloaded code are
+ *   the caller's bug, not something QueueKit can detect.
+ * - Thread-local storage: the hot paths use initial-exec thread-locals (a TLS descriptor or
+ *   __tls_get_addr call would double their cost), so the library is marked STATIC_TLS. Its
+ *   static TLS block is at most 256 bytes. Loaded when the program starts, that costs nothing;
+ *   loaded later by dlopen (a plugin, Python's ctypes), the block comes out of the surplus glibc
+ *   reserves for such libraries (about 1.7 KB in a fresh process with the default tunables), and
+ *   dlopen fails with "cannot allocate memory in static TLS block" only if other libraries have
+ *   left less than 256 bytes of it. GLIBC_TUNABLES=glibc.rtld.optional_static_tls=BYTES enlarges
+ *   the surplus for such programs.
  */
 #ifndef QUEUEKIT_H
 #define QUEUEKIT_H
