@@ -40,15 +40,6 @@ import re
 import sys
 
 MANUAL = "QueueKit Manual"
-LIBRARY = ["QueueKit (libqueuekit, \\-lqueuekit)", ".br",
-           "\\fBpkg\\-config \\-\\-cflags \\-\\-libs queuekit\\fR"]
-REQUIRED = ["NAME", "LIBRARY", "SYNOPSIS", "DESCRIPTION", "RETURN VALUE", "ERRORS", "EXAMPLES", "SEE ALSO"]
-# Statuses a call can return that the status list does not name (they come from the system).
-SYSTEM_STATUSES = {"EAGAIN": "the system lacked the resources to start a thread"}
-# The component page of each numbered header section.
-COMPONENTS = {"1": "queuekit-queue", "2": "queuekit-dbqueue", "3": "queuekit-condlock",
-              "4": "queuekit-deadlock"}
-DEFAULT_PAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "man")
 
 
 # ------------------------------------------------------------------------------------------
@@ -277,6 +268,15 @@ def see_also(names):
 # Supplements: RETURN VALUE, ERRORS and EXAMPLES of each page
 # ------------------------------------------------------------------------------------------
 
+LIBRARY = ["QueueKit (libqueuekit, \\-lqueuekit)", ".br",
+           "\\fBpkg\\-config \\-\\-cflags \\-\\-libs queuekit\\fR"]
+REQUIRED = ["NAME", "LIBRARY", "SYNOPSIS", "DESCRIPTION", "RETURN VALUE", "ERRORS", "EXAMPLES", "SEE ALSO"]
+# Statuses a call can return that the status list does not name (they come from the system).
+SYSTEM_STATUSES = {"EAGAIN": "the system lacked the resources to start a thread"}
+# The component page of each numbered header section.
+COMPONENTS = {"1": "queuekit-queue", "2": "queuekit-dbqueue", "3": "queuekit-condlock",
+              "4": "queuekit-deadlock"}
+DEFAULT_PAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "man")
 SUPPLEMENT_SECTIONS = ("RETURN VALUE", "ERRORS", "EXAMPLES")
 
 
