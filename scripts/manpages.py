@@ -421,7 +421,11 @@ def section_comment(text, section):
     section's introduction (section 4 of the header introduces itself that way)."""
     banner = re.search(r"/\*\s*" + re.escape(section) + r"\s*\*/\s*\n\s*/\*\s*=+\s*\*/\s*\n\s*(/\*(?!\*).*?\*/)",
                        text, re.S)
-    lines = doc_lines("/**" + banner.group(1)[2:]) if banner else []
+    try:
+        from queuekit_header import doc_lines as comment_lines  # the one header reader, once present
+    except ImportError:
+        comment_lines = doc_lines
+    lines = comment_lines("/**" + banner.group(1)[2:]) if banner else []
     # A block indented by two (a table in a plain comment) is shown as code, as one indented by four.
     out, in_block = [], False
     for line in lines:
