@@ -3,6 +3,7 @@
 """Checks the documentation a user reads:
   - README.md has at most 250 lines, and the project files a newcomer looks for exist (LICENSE,
     NOTICE, CHANGELOG.md, CONTRIBUTING.md, SECURITY.md);
+  - every repository path the README, CONTRIBUTING.md, SECURITY.md and docs/ name exists;
   - no history words in what users read (README.md, CONTRIBUTING.md, SECURITY.md, docs/, the
     manual pages' sources, Benchmarks/README.md, the DocC catalog, the public headers): the
     documentation describes what the library does, not how it came to do it. The project's
@@ -45,8 +46,34 @@ def user_facing():
     return sorted(set(f for f in files if os.path.isfile(f)))
 
 
+PATH_MENTION = re.compile(r"`((?:docs|scripts|examples|include|cmake|Sources|Tests|Benchmarks)/[^`\s]*)`"
+                          r"|\]\(((?:\.\./)?[\w./*-]+)\)")
+
+
+def missing_paths(path):
+    """Repository paths a page names (in `code` or as a relative link) that do not exist."""
+    missing = []
+    for number, line in enumerate(open(path, encoding="utf-8").read().split("\n"), 1):
+        for match in PATH_MENTION.finditer(line):
+            named, link = match.group(1), match.group(2)
+            if link and (link.startswith("http") or "://" in link):
+                continue
+            if "<" in (named or "") or "/.build" in (named or link):   # placeholders, build products
+                continue
+            where = os.path.join(ROOT, named) if named else os.path.join(os.path.dirname(path), link)
+            where = where.rstrip("/").split(":")[0]
+            if not glob.glob(where):
+                missing.append(f"{os.path.relpath(path, ROOT)}:{number}: names {named or link}, which does not exist")
+    return missing
+
+
 def main():
     problems = []
+    pages = [os.path.join(ROOT, name) for name in ("README.md", "CONTRIBUTING.md", "SECURITY.md")]
+    pages += glob.glob(os.path.join(ROOT, "docs", "*.md")) + [os.path.join(ROOT, "Benchmarks", "README.md")]
+    for page in pages:
+        if os.path.isfile(page):
+            problems += missing_paths(page)
     for name in REQUIRED_FILES:
         if not os.path.isfile(os.path.join(ROOT, name)):
             problems.append(f"{name}: missing")
