@@ -275,7 +275,7 @@ REQUIRED = ["NAME", "LIBRARY", "SYNOPSIS", "DESCRIPTION", "RETURN VALUE", "ERROR
 SYSTEM_STATUSES = {"EAGAIN": "the system lacked the resources to start a thread"}
 # The component page of each numbered header section.
 COMPONENTS = {"1": "queuekit-queue", "2": "queuekit-dbqueue", "3": "queuekit-condlock",
-              "4": "queuekit-deadlock"}
+              "4": "queuekit-deadlock", "5": "queuekit-lockorder"}
 DEFAULT_PAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "man")
 SUPPLEMENT_SECTIONS = ("RETURN VALUE", "ERRORS", "EXAMPLES")
 
