@@ -288,7 +288,7 @@ def read_supplement(pages_dir, page):
     """{section: [lines]} of PAGES/PAGE.txt; PageError when it is missing or lacks a section."""
     path = os.path.join(pages_dir, page + ".txt")
     if not os.path.exists(path):
-        raise PageError(f"{page}: no supplement {os.path.relpath(path)} (RETURN VALUE, ERRORS, EXAMPLES)")
+        raise PageError(f"{page}: no supplement {os.path.normpath(path)} (RETURN VALUE, ERRORS, EXAMPLES)")
     sections, current = {}, None
     for line in open(path, encoding="utf-8").read().split("\n"):
         if line.strip() in SUPPLEMENT_SECTIONS and line == line.strip():
@@ -329,10 +329,10 @@ def error_entries(page, lines, statuses):
         if not match:
             raise PageError(f"{page}: ERRORS line is not 'ESTATUS [text]': {line!r}")
         name = match.group(1)
-        if name not in known:
+        if statuses and name not in known:     # (a header without a status list checks nothing)
             raise PageError(f"{page}: ERRORS names {name}, which no QueueKit call returns")
         entries.append((name, [match.group(2)] if match.group(2) else []))
-    return [(name, " ".join(text) if text else known[name]) for name, text in entries]
+    return [(name, " ".join(text) if text else known.get(name, name)) for name, text in entries]
 
 
 def errors_section(entries, intro):
@@ -453,8 +453,8 @@ def component_page(page, section, members, header_text, statuses, version, suppl
         found = errors.get(i.name, [])
         for status, _ in (found if isinstance(found, list) else []):
             union.setdefault(status, []).append(i.name)
-    order = [s for s, _ in statuses] + list(SYSTEM_STATUSES)
-    entries = [(s, dict(statuses + list(SYSTEM_STATUSES.items()))[s] + " (" +
+    order = list(dict.fromkeys([s for s, _ in statuses] + list(SYSTEM_STATUSES) + sorted(union)))
+    entries = [(s, dict(statuses + list(SYSTEM_STATUSES.items())).get(s, s) + " (" +
                 ", ".join(f"{n}" for n in union[s]) + ")") for s in order if s in union]
     own = error_entries(page, supplement["ERRORS"], statuses)
     entries = (own if isinstance(own, list) else []) + entries
