@@ -12,7 +12,7 @@ Markdown tables and replaces what stands between the markers
 in the README, so the published numbers are always one run's output, never edited by hand.
 
     bench-tables.py [RESULTS_DIR] [README]     defaults: bench-results Benchmarks/README.md
-    bench-tables.py --check RESULTS_DIR        only check that the CSV files can be rendered
+    bench-tables.py --verify RESULTS_DIR       fail unless the README's tables are RESULTS_DIR's
 
 RESULTS_DIR holds results.csv and ratios.csv (or benchmark-results.csv and benchmark-ratios.csv,
 the names of the copies kept in docs/).
@@ -124,18 +124,22 @@ def render(directory):
 
 def main():
     args = sys.argv[1:]
-    if args[:1] == ["--check"]:
-        lines = render(args[1] if len(args) > 1 else "bench-results")
-        print(f"bench-tables: {len(lines)} lines rendered")
-        return
+    verify = args[:1] == ["--verify"]
+    args = args[1:] if verify else args
     directory = args[0] if args else "bench-results"
     readme = args[1] if len(args) > 1 else os.path.join(os.path.dirname(__file__), "..", "Benchmarks", "README.md")
     text = open(readme, encoding="utf-8").read()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"bench-tables: {readme} lacks the markers {BEGIN} ... {END}")
     head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+    current, tail = rest.split(END, 1)
     body = "\n".join(render(directory))
+    if verify:
+        if current != "\n\n" + body + "\n":
+            raise SystemExit(f"bench-tables: the tables of {readme} are not those of {directory}: "
+                             f"run scripts/bench-tables.py {directory}")
+        print(f"bench-tables: the tables of {os.path.normpath(readme)} are those of {directory}")
+        return
     with open(readme, "w", encoding="utf-8") as f:
         f.write(head + BEGIN + "\n\n" + body + "\n" + END + tail)
     print(f"bench-tables: tables of {directory} written into {readme}")

@@ -3,6 +3,7 @@
 """Checks the documentation a user reads:
   - README.md has at most 250 lines, and the project files a newcomer looks for exist (LICENSE,
     NOTICE, CHANGELOG.md, CONTRIBUTING.md, SECURITY.md);
+  - the benchmark tables of Benchmarks/README.md are generated from docs/benchmark-*.csv;
   - every repository path the README, CONTRIBUTING.md, SECURITY.md and docs/ name exists;
   - no history words in what users read (README.md, CONTRIBUTING.md, SECURITY.md, docs/, the
     manual pages' sources, Benchmarks/README.md, the DocC catalog, the public headers): the
@@ -15,6 +16,7 @@
 import glob
 import os
 import re
+import subprocess
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -93,6 +95,11 @@ def main():
                 if match:
                     problems.append(f"{os.path.relpath(path, ROOT)}:{number}: {what} ({match.group(0)!r}): {line.strip()[:100]}")
     print(f"{len(files)} files read for history words")
+    tables = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench-tables.py"), "--verify",
+                             os.path.join(ROOT, "docs")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(tables.stdout.strip())
+    if tables.returncode != 0:
+        problems.append("Benchmarks/README.md: tables not generated from docs/benchmark-*.csv")
     for problem in problems:
         print("FAIL:", problem)
     sys.exit(1 if problems else 0)
