@@ -30,7 +30,7 @@ quietly() {
 
 # Installs the Debian packages the build needs, only those missing (apt-get update once).
 ensure_packages() {
-    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind abigail-tools)
+    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind clang-format abigail-tools)
     if ! command -v dpkg-query >/dev/null; then
         echo "not a Debian system: make sure these are installed: ${wanted[*]}" >&2
         return 0
@@ -136,4 +136,16 @@ floor = float(sys.argv[1])
 percent, covered, count = lines.get("percent"), lines.get("covered"), lines.get("count")
 print(f"line coverage of Sources/: {percent:.1f} % ({covered} of {count} lines); floor {floor:g} %")
 sys.exit(0 if percent >= floor else 1)' "$COVERAGE_FLOOR"
+}
+
+# lint: the formatters' verdict, changing nothing: `swift format lint --strict` over the Swift
+# sources and tests (.swift-format), `clang-format --dry-run --Werror` over the C sources and
+# the public headers (.clang-format). Fails on the first difference either reports.
+lint() {
+    local status=0 c_files=()
+    swift format lint --strict --recursive --parallel "$ROOT/Sources" "$ROOT/Tests" || status=1
+    mapfile -t c_files < <(find "$ROOT/Sources" "$ROOT/include" -name '*.c' -o -name '*.h' -o -name '*.hpp' | sort)
+    clang-format --dry-run --Werror "${c_files[@]}" || status=1
+    [ $status -eq 0 ] && echo "lint: $(find "$ROOT/Sources" "$ROOT/Tests" -name '*.swift' | wc -l) Swift files and ${#c_files[@]} C files formatted"
+    return $status
 }
