@@ -122,13 +122,17 @@ COVERAGE_FLOOR=${COVERAGE_FLOOR:-88}
 # `swift test --enable-code-coverage` (the swift-test stage), per file and in total, from
 # llvm-cov; fails when the total is below COVERAGE_FLOOR.
 coverage_report() {
-    local bin profdata tests
+    local bin profdata tests llvm_cov
+    # The toolchain's own llvm-cov: the profile format is its compiler's (a system llvm-cov of
+    # another LLVM version cannot read it).
+    llvm_cov=$(dirname "$(readlink -f "$(command -v swift)")")/llvm-cov
+    [ -x "$llvm_cov" ] || llvm_cov=llvm-cov
     bin=$(swift build --enable-code-coverage --show-bin-path)
     profdata=$bin/codecov/default.profdata
     tests=$bin/QueueKitPackageTests.xctest
     [ -f "$profdata" ] || { echo "no coverage data: run swift test --enable-code-coverage first" >&2; return 1; }
-    llvm-cov report "$tests" -instr-profile="$profdata" "$ROOT/Sources"
-    llvm-cov export "$tests" -instr-profile="$profdata" -summary-only "$ROOT/Sources" |
+    "$llvm_cov" report "$tests" -instr-profile="$profdata" "$ROOT/Sources"
+    "$llvm_cov" export "$tests" -instr-profile="$profdata" -summary-only "$ROOT/Sources" |
         python3 -c '
 import json, sys
 lines = json.load(sys.stdin)["data"][0]["totals"]["lines"]
