@@ -1,3 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Manual pages: section 3 for every exported function, section 7 `queuekit` for the overview and
 # one section-7 page per component, generated at build time from the documentation of
 # include/queuekit.h and the pages' supplements in docs/man/ (RETURN VALUE, ERRORS, EXAMPLES) by

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
 """Writes the benchmark tables of Benchmarks/README.md from queuekit-bench's CSV output.
 
 queuekit-bench writes results.csv (one line per measured row) and ratios.csv (every QueueKit /

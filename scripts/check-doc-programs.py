@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
 """Compiles, and runs, every complete program the documentation shows, against the installed
 library, so that a snippet that stops compiling fails the test suite.
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
 """Checks the documentation a user reads:
   - README.md has at most 250 lines, and the project files a newcomer looks for exist (LICENSE,
     NOTICE, CHANGELOG.md, CONTRIBUTING.md, SECURITY.md);

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Checks the installed manual pages of an install prefix (the test suite's stage/):
 #   - every page renders with `man --warnings -l` and `groff -ww` without a single warning, and
 #     has NAME, LIBRARY, SYNOPSIS, DESCRIPTION, RETURN VALUE, ERRORS, EXAMPLES and SEE ALSO;

@@ -1,4 +1,7 @@
-# Shared by demo.sh and test.sh (sourced, not run): the steps of building, installing and
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
+# Shared by the scripts (sourced, not run): the steps of building, installing and
 # consuming QueueKit. Every function works from the repository root and fails on any error.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,29 +31,22 @@ quietly() {
     return $status
 }
 
-# Installs the Debian packages the build needs, only those missing (apt-get update once).
-ensure_packages() {
-    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind clang-format abigail-tools)
-    if ! command -v dpkg-query >/dev/null; then
-        echo "not a Debian system: make sure these are installed: ${wanted[*]}" >&2
-        return 0
-    fi
-    ensure_debian_tools "${wanted[@]}"
+# Whether the Debian package $1 is installed.
+package_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
 }
 
-# Installs the given Debian packages when missing (the tools of one stage: lintian, dpkg-dev, ...).
-ensure_debian_tools() {
-    local missing=() package sudo=()
+# need_packages PACKAGE...: fails, naming them, when Debian packages a step needs are missing
+# (scripts/bootstrap.sh installs them). On other systems it trusts the caller.
+need_packages() {
+    command -v dpkg-query >/dev/null || return 0
+    local missing=() package
     for package in "$@"; do
-        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
-            missing+=("$package")
+        package_installed "$package" || missing+=("$package")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    echo "installing ${missing[*]}"
-    quietly "${sudo[@]}" apt-get update -qq
-    quietly "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    echo "missing packages: ${missing[*]} (run scripts/bootstrap.sh)" >&2
+    return 1
 }
 
 # cmake_build [DIR [CMAKE_ARGS...]]: configures (Release) and builds libqueuekit.so, its checks,
@@ -143,13 +139,15 @@ sys.exit(0 if percent >= floor else 1)' "$COVERAGE_FLOOR"
 }
 
 # lint: the formatters' verdict, changing nothing: `swift format lint --strict` over the Swift
-# sources and tests (.swift-format), `clang-format --dry-run --Werror` over the C sources and
-# the public headers (.clang-format). Fails on the first difference either reports.
+# sources and tests (.swift-format), `clang-format --dry-run --Werror` over the C and C++ sources
+# of the library, its public headers, the examples and the test programs (.clang-format). Fails
+# when either reports a difference.
 lint() {
     local status=0 c_files=()
     swift format lint --strict --recursive --parallel "$ROOT/Sources" "$ROOT/Tests" || status=1
-    mapfile -t c_files < <(find "$ROOT/Sources" "$ROOT/include" -name '*.c' -o -name '*.h' -o -name '*.hpp' | sort)
+    mapfile -t c_files < <(find "$ROOT/Sources" "$ROOT/include" "$ROOT/examples" "$ROOT/Tests" \
+        \( -name '*.c' -o -name '*.h' -o -name '*.cpp' -o -name '*.hpp' \) | sort)
     clang-format --dry-run --Werror "${c_files[@]}" || status=1
-    [ $status -eq 0 ] && echo "lint: $(find "$ROOT/Sources" "$ROOT/Tests" -name '*.swift' | wc -l) Swift files and ${#c_files[@]} C files formatted"
+    [ $status -eq 0 ] && echo "lint: $(find "$ROOT/Sources" "$ROOT/Tests" -name '*.swift' | wc -l) Swift files and ${#c_files[@]} C and C++ files formatted"
     return $status
 }

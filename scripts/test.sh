@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # The whole test suite, stage by stage: the documentation's own checks, SwiftPM build and tests
-# (with code coverage, and its floor), the CMake build and its ctest checks (header, exports,
-# standalone library, reliability programs, examples), the installed library consumed by an
-# outside project (pkg-config and find_package), every program the documentation shows built
-# and run against it, the sanitizer stages, and one quick run of the benchmark against the
-# installed library (every row produced; no timing judged). Every stage runs even when one before it failed; the last line is "N passed,
+# (with code coverage, and its floor), the formatters' lint, the CMake build and its ctest checks
+# (header, exports, standalone library, reliability programs, examples), the installed library
+# consumed by an outside project (pkg-config and find_package), every program the documentation
+# shows built and run against it, the sanitizer stages, and one quick run of the benchmark
+# against the installed library (every row produced; no timing judged). Every stage runs even
+# when one before it failed; the last line is "N passed,
 # N failed" over the stages, and the exit status is non-zero when any failed.
 #
 # Adding a stage: write one more `stage NAME command...` line below.
@@ -37,7 +41,7 @@ consume_pkgconfig() { build_consumer pkg-config "$PKGCONFIG_BUILD_DIR" && ctest 
 consume_find_package() { build_consumer find_package "$CONSUMER_BUILD_DIR" && ctest --test-dir "$CONSUMER_BUILD_DIR" --output-on-failure; }
 asan_ubsan() { cmake_build "$ASAN_BUILD_DIR" -DQK_SANITIZE=address && ctest --test-dir "$ASAN_BUILD_DIR" -L program --output-on-failure; }
 
-ensure_packages
+"$ROOT/scripts/bootstrap.sh"
 
 # The README's length, the project files, no history words in what users read.
 stage docs             python3 "$ROOT/scripts/check-docs.py"
@@ -45,6 +49,8 @@ stage docs             python3 "$ROOT/scripts/check-docs.py"
 stage swift-build      swift build --enable-code-coverage
 stage swift-test       swift test --enable-code-coverage
 stage coverage         coverage_report
+# The formatters' verdict (.swift-format, .clang-format), changing nothing.
+stage lint             lint
 stage cmake-build      cmake_build
 stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
