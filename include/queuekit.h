@@ -536,8 +536,8 @@ QK_EXPORT int qk_condlock_trylock_if(qk_condlock_t *lock, qk_condition_test_t te
 /** As qk_condlock_lock_if, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock). A
  *  deadline already past tests once: 0 (or EOWNERDEAD) or ETIMEDOUT. The timeout rules of
  *  qk_condlock_lock_until apply; a timed wait is never refused as a deadlock. */
-QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test, void *context,
-                                        uint64_t deadline_ns);
+QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test,
+                                        void *context, uint64_t deadline_ns);
 
 /** For the holder: pthread_cond_wait without the loop and without the herd. Returns 0 at once
  *  when `test(condition, context)` already holds. Otherwise it queues itself, then releases the
