@@ -158,4 +158,12 @@ qkb_sample_t qkb_gcd_queue_async(uint64_t n);
  *  qk_queue_sync (`queuekit`) or dispatch_sync_f. */
 qkb_sample_t qkb_contended_queue_sync(bool queuekit, int threads, uint64_t iterations);
 
+/* ---- Process start-up ---------------------------------------------------------------------- */
+
+/** The median wall time of `spawns` starts (posix_spawn to waitpid) of one of three C programs,
+ *  built on first use against the installed library: 0, an empty program; 1, the same with
+ *  QueueKit's DT_NEEDED list; 2, a program that makes one QueueKit call. Every spawn of the one
+ *  measured is taken in turn with the other two. NAN when they cannot be built or run. */
+qkb_sample_t qkb_startup(int which, uint64_t spawns);
+
 #endif /* QKBENCH_H */
