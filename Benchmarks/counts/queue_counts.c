@@ -26,17 +26,31 @@ static qk_queue_t *qk_serial, *qk_concurrent;
 static dispatch_queue_t gcd_serial, gcd_concurrent;
 static unsigned long counter;
 
-static void qk_sync_serial(unsigned long n) { for (unsigned long i = 0; i < n; i++) qk_queue_sync(qk_serial, &counter, bump); }
-static void qk_sync_concurrent(unsigned long n) { for (unsigned long i = 0; i < n; i++) qk_queue_sync(qk_concurrent, &counter, bump); }
-static void qk_barrier(unsigned long n) { for (unsigned long i = 0; i < n; i++) qk_queue_barrier_sync(qk_concurrent, &counter, bump); }
-static void qk_perform(unsigned long n) { for (unsigned long i = 0; i < n; i++) qk_queue_perform(qk_serial, &counter, bump); }
+static void qk_sync_serial(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) qk_queue_sync(qk_serial, &counter, bump);
+}
+static void qk_sync_concurrent(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) qk_queue_sync(qk_concurrent, &counter, bump);
+}
+static void qk_barrier(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) qk_queue_barrier_sync(qk_concurrent, &counter, bump);
+}
+static void qk_perform(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) qk_queue_perform(qk_serial, &counter, bump);
+}
 static void qk_async(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) qk_queue_async(qk_serial, &counter, bump);
     qk_queue_sync(qk_serial, &counter, bump);
 }
-static void gcd_sync_serial(unsigned long n) { for (unsigned long i = 0; i < n; i++) dispatch_sync_f(gcd_serial, &counter, bump); }
-static void gcd_sync_concurrent(unsigned long n) { for (unsigned long i = 0; i < n; i++) dispatch_sync_f(gcd_concurrent, &counter, bump); }
-static void gcd_barrier(unsigned long n) { for (unsigned long i = 0; i < n; i++) dispatch_barrier_sync_f(gcd_concurrent, &counter, bump); }
+static void gcd_sync_serial(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) dispatch_sync_f(gcd_serial, &counter, bump);
+}
+static void gcd_sync_concurrent(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) dispatch_sync_f(gcd_concurrent, &counter, bump);
+}
+static void gcd_barrier(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) dispatch_barrier_sync_f(gcd_concurrent, &counter, bump);
+}
 static void gcd_async(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) dispatch_async_f(gcd_serial, &counter, bump);
     dispatch_sync_f(gcd_serial, &counter, bump);
@@ -57,11 +71,16 @@ static void qk_perform_inline(unsigned long n) {
 }
 
 static const kernel_t kernels[] = {
-    {"qk_sync_serial", qk_sync_serial},       {"gcd_sync_serial", gcd_sync_serial},
-    {"qk_sync_concurrent", qk_sync_concurrent}, {"gcd_sync_concurrent", gcd_sync_concurrent},
-    {"qk_barrier_sync", qk_barrier},          {"gcd_barrier_sync", gcd_barrier},
-    {"qk_perform_outside", qk_perform},       {"qk_perform_inline", qk_perform_inline},
-    {"direct_call", direct},                  {"qk_async", qk_async},
+    {"qk_sync_serial", qk_sync_serial},
+    {"gcd_sync_serial", gcd_sync_serial},
+    {"qk_sync_concurrent", qk_sync_concurrent},
+    {"gcd_sync_concurrent", gcd_sync_concurrent},
+    {"qk_barrier_sync", qk_barrier},
+    {"gcd_barrier_sync", gcd_barrier},
+    {"qk_perform_outside", qk_perform},
+    {"qk_perform_inline", qk_perform_inline},
+    {"direct_call", direct},
+    {"qk_async", qk_async},
     {"gcd_async", gcd_async},
 };
 
@@ -71,12 +90,15 @@ __attribute__((noinline)) void measure(const kernel_t *kernel, unsigned long n) 
     __asm__ volatile("" ::: "memory");
 }
 
-static void *nothing(void *arg) { return arg; }
+static void *nothing(void *arg) {
+    return arg;
+}
 
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s KERNEL ITERATIONS\n", argv[0]);
-        for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) fprintf(stderr, "  %s\n", kernels[i].name);
+        for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
+            fprintf(stderr, "  %s\n", kernels[i].name);
         return 2;
     }
     /* Multithreaded, as every real caller: dispatch and QueueKit take their threaded paths. */

@@ -9,20 +9,28 @@
 struct dispatch_queue_s;
 typedef void (*qkshim_dispatch_function_t)(void *context);
 
-extern void dispatch_sync_f(struct dispatch_queue_s *queue, void *context, qkshim_dispatch_function_t work);
-extern void dispatch_barrier_sync_f(struct dispatch_queue_s *queue, void *context, qkshim_dispatch_function_t work);
-extern void dispatch_async_f(struct dispatch_queue_s *queue, void *context, qkshim_dispatch_function_t work);
-extern void dispatch_barrier_async_f(struct dispatch_queue_s *queue, void *context, qkshim_dispatch_function_t work);
+extern void dispatch_sync_f(struct dispatch_queue_s *queue, void *context,
+                            qkshim_dispatch_function_t work);
+extern void dispatch_barrier_sync_f(struct dispatch_queue_s *queue, void *context,
+                                    qkshim_dispatch_function_t work);
+extern void dispatch_async_f(struct dispatch_queue_s *queue, void *context,
+                             qkshim_dispatch_function_t work);
+extern void dispatch_barrier_async_f(struct dispatch_queue_s *queue, void *context,
+                                     qkshim_dispatch_function_t work);
 extern struct dispatch_queue_s *dispatch_get_current_queue(void);
 
 void qkshim_dispatch_sync(void *queue, bool barrier, void *context, void (*work)(void *context)) {
-    if (barrier) dispatch_barrier_sync_f(queue, context, work);
-    else dispatch_sync_f(queue, context, work);
+    if (barrier)
+        dispatch_barrier_sync_f(queue, context, work);
+    else
+        dispatch_sync_f(queue, context, work);
 }
 
 void qkshim_dispatch_async(void *queue, bool barrier, void *context, void (*work)(void *context)) {
-    if (barrier) dispatch_barrier_async_f(queue, context, work);
-    else dispatch_async_f(queue, context, work);
+    if (barrier)
+        dispatch_barrier_async_f(queue, context, work);
+    else
+        dispatch_async_f(queue, context, work);
 }
 
 void *qkshim_dispatch_current_queue(void) {

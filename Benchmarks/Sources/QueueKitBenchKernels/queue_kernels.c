@@ -32,24 +32,27 @@ static void bump(void *context) {
 }
 
 static qk_queue_t *qk_new(qkb_queue_kind_t kind) {
-    qk_queue_t *queue = qk_queue_create("bench.queue", kind == QKB_QUEUE_CONCURRENT ? QK_QUEUE_CONCURRENT
-                                                                                   : QK_QUEUE_SERIAL);
+    qk_queue_t *queue = qk_queue_create(
+        "bench.queue", kind == QKB_QUEUE_CONCURRENT ? QK_QUEUE_CONCURRENT : QK_QUEUE_SERIAL);
     if (!queue) abort();
     return queue;
 }
 
 static dispatch_queue_t gcd_new(qkb_queue_kind_t kind) {
-    return dispatch_queue_create("bench.gcd.queue", kind == QKB_QUEUE_CONCURRENT ? DISPATCH_QUEUE_CONCURRENT : NULL);
+    return dispatch_queue_create("bench.gcd.queue",
+                                 kind == QKB_QUEUE_CONCURRENT ? DISPATCH_QUEUE_CONCURRENT : NULL);
 }
 
 /* ---- one thread, idle queue -------------------------------------------------------------------- */
 
-qkb_sample_t qkb_qk_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call, uint64_t iterations) {
+qkb_sample_t qkb_qk_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call,
+                                     uint64_t iterations) {
     qk_queue_t *queue = qk_new(kind);
     uint64_t counter = 0;
-    int (*fn)(qk_queue_t *, void *, qk_function_t) = call == QKB_BARRIER_SYNC ? qk_queue_barrier_sync
-                                                     : call == QKB_PERFORM    ? qk_queue_perform
-                                                                              : qk_queue_sync;
+    int (*fn)(qk_queue_t *, void *, qk_function_t) = call == QKB_BARRIER_SYNC
+                                                         ? qk_queue_barrier_sync
+                                                     : call == QKB_PERFORM ? qk_queue_perform
+                                                                           : qk_queue_sync;
     uint64_t begin = qkb_now_ns();
     for (uint64_t i = 0; i < iterations; i++) fn(queue, &counter, bump);
     uint64_t elapsed = qkb_now_ns() - begin;
@@ -58,7 +61,8 @@ qkb_sample_t qkb_qk_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t cal
     return per_op(elapsed, iterations);
 }
 
-qkb_sample_t qkb_gcd_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call, uint64_t iterations) {
+qkb_sample_t qkb_gcd_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call,
+                                      uint64_t iterations) {
     dispatch_queue_t queue = gcd_new(kind);
     uint64_t counter = 0;
     void (*fn)(dispatch_queue_t, void *, dispatch_function_t) =
@@ -91,7 +95,8 @@ static void inline_block(void *context) {
             __asm__ volatile("" ::: "memory");
         }
     } else {
-        for (uint64_t i = 0; i < run->iterations; i++) qk_queue_perform(run->queue, &run->counter, work);
+        for (uint64_t i = 0; i < run->iterations; i++)
+            qk_queue_perform(run->queue, &run->counter, work);
     }
     run->elapsed = qkb_now_ns() - begin;
 }
@@ -166,15 +171,19 @@ static void contended_sync_thread(void *context, int index) {
 
 qkb_sample_t qkb_contended_queue_sync(bool queuekit, int threads, uint64_t iterations) {
     contended_sync_t c = {.queuekit = queuekit, .per_thread = iterations / (uint64_t)threads};
-    if (queuekit) c.qk = qk_new(QKB_QUEUE_SERIAL);
-    else c.gcd = gcd_new(QKB_QUEUE_SERIAL);
+    if (queuekit)
+        c.qk = qk_new(QKB_QUEUE_SERIAL);
+    else
+        c.gcd = gcd_new(QKB_QUEUE_SERIAL);
     atomic_init(&c.first_start, UINT64_MAX);
     atomic_init(&c.last_end, 0);
     qkb_run_threads(threads, contended_sync_thread, &c);
     uint64_t elapsed = atomic_load(&c.last_end) - atomic_load(&c.first_start);
     uint64_t total = c.per_thread * (uint64_t)threads;
     if (c.counter != total) abort();
-    if (queuekit) qk_queue_release(c.qk);
-    else dispatch_release(c.gcd);
+    if (queuekit)
+        qk_queue_release(c.qk);
+    else
+        dispatch_release(c.gcd);
     return per_op(elapsed, total);
 }

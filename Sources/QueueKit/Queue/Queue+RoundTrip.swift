@@ -91,7 +91,9 @@ extension Queue {
             // exclusively (a serial queue's block, a barrier). It is what `performRoute` finds
             // first, without building the route; anything else takes the route below.
             let caller = UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
-            if caller.pointee.isExclusive, caller.pointee.running.toOpaque() == Unmanaged.passUnretained(self).toOpaque() {
+            if caller.pointee.isExclusive,
+                caller.pointee.running.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
+            {
                 guard dispatchObject != nil else { throw .invalidArgument }
                 if _slowPath(Fork.isChild) { throw .notRecoverable }
                 ExecutionContext.run(on: self, exclusive: true, outer: caller) { function(context) }
