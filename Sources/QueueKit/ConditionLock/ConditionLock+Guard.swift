@@ -12,12 +12,10 @@ extension ConditionLock {
     /// Spins until this thread holds the guard. Returns the state word as it was taken.
     @discardableResult
     func acquireGuard() -> UInt {
-        var spins: UInt32 = 0
+        var backoff = Backoff()
         while true {
             if let taken = setIfClear(StateBit.guarded) { return taken }
-            // The holder may have been preempted (more threads than CPUs): let it run.
-            spins &+= 1
-            if spins < 64 { qkshim_cpu_relax() } else { sched_yield() }
+            backoff.pause()
         }
     }
 
