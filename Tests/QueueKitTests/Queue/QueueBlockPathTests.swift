@@ -114,10 +114,7 @@ struct QueueBlockPathTests {
     /// The child of `asyncPerformInAForkedChildThrows`: forks, and in the forked process awaits a
     /// `perform` on a queue, from a task on a thread of its own (no Swift concurrency pool runs
     /// there). Exits 0 when it threw `notRecoverable`.
-    @Test(
-        .enabled(
-            if: ProcessInfo.processInfo.environment[forkPerformChildVariable] != nil,
-            "runs as the child process of asyncPerformInAForkedChildThrows"))
+    @Test(.enabled(if: isChildRun(forkPerformChildVariable), "the child process of asyncPerformInAForkedChildThrows"))
     func asyncPerformForkChild() throws {
         let queue = try Queue(label: "block-path.fork")
         try queue.sync {}
