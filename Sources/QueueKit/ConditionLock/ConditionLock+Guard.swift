@@ -13,8 +13,14 @@ extension ConditionLock {
     @discardableResult
     func acquireGuard() -> UInt {
         var backoff = Backoff()
+        var firstPoll = true
         while true {
             if let taken = setIfClear(StateBit.guarded) { return taken }
+            // A test of this lock's condition calling into the lock: the guard is its own caller's.
+            if firstPoll && isTestedByCallingThread {
+                qkshim_fatal("QueueKit: a test of a condition lock's condition used that lock")
+            }
+            firstPoll = false
             backoff.pause()
         }
     }

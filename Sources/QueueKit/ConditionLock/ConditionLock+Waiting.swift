@@ -40,18 +40,18 @@ extension ConditionLock {
     /// `call` names the call in wait and deadlock reports (its C name).
     @inline(never)
     @usableFromInline
-    func acquire(wanted: Condition?, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
+    func acquire(wanted: Wanted, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
         let me = qkshim_thread_id()
         if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
 
         // A plain lock takes any free lock: a free lock has no queued waiter it could overtake.
-        if wanted == nil && takeIfFree() {
+        if wanted.isAny && takeIfFree() {
             didAcquire(by: me, waited: false)
             return
         }
 
         let observed = acquireGuard()
-        if observed & StateBit.locked == 0 && (wanted == nil || wanted == value) {
+        if observed & StateBit.locked == 0 && satisfies(wanted) {
             if releaseGuard(.take) {
                 didAcquire(by: me, waited: false)
                 return
@@ -111,7 +111,14 @@ extension ConditionLock {
         let first = head == nil
         append(node)
         releaseGuard(.keep)
+        return waitForHandOff(node, first: first, until: deadline, call: call)
+    }
 
+    /// Waits for a hand-off to the queued `node` or the deadline (the caller holds nothing); the
+    /// outcomes of ``wait(queuing:until:call:)``. `first`: the node was the first in line.
+    func waitForHandOff(
+        _ node: UnsafeMutablePointer<Waiter>, first: Bool, until deadline: UInt64, call: StaticString
+    ) -> WaitOutcome {
         let parker = node.pointee.parker!
         var futileWakeups = 0
         // Spin first: most hand-offs arrive within it, and a spinning waiter publishes nothing.
@@ -119,7 +126,7 @@ extension ConditionLock {
         var handedOff = parker.spinUntilSet(deadline: deadline, pureSpin: first)
         if !handedOff {
             let record = ThreadRecord.current
-            let target = WaitTarget.lock(self, waiter: UnsafeRawPointer(node), forCondition: node.pointee.wanted != nil)
+            let target = WaitTarget.lock(self, waiter: UnsafeRawPointer(node), forCondition: !node.pointee.wanted.isAny)
             if let refusal = WaitRegistry.enter(
                 record, call: call, target: target, deadline: deadline, frame: ExecutionContext.innermost,
                 refusable: deadline == MonotonicClock.forever,
@@ -191,14 +198,15 @@ extension ConditionLock {
     }
 
     /// The first queued waiter that the current state satisfies (the caller holds the guard).
+    /// A release walks the line up to that waiter: one comparison per waiter ahead of it, and one
+    /// call per test ahead of it, except that a test with a C identity that already said no in
+    /// this walk is not called again (see ``RefusedTests``).
     func firstSatisfied() -> UnsafeMutablePointer<Waiter>? {
+        var refused = RefusedTests()
         var candidate = head
         while let waiter = candidate {
-            if let wanted = waiter.pointee.wanted, wanted != value {
-                candidate = waiter.pointee.next
-            } else {
-                return waiter
-            }
+            if satisfies(waiter.pointee.wanted, refused: &refused) { return waiter }
+            candidate = waiter.pointee.next
         }
         return nil
     }
