@@ -1,7 +1,7 @@
 # Debian packages of the C library, made by CPack's DEB generator (./scripts/package.sh):
 #
 #   libqueuekit0     component runtime:     libqueuekit.so.0.x.y and its SONAME link
-#   libqueuekit-dev  component development: queuekit.h, the libqueuekit.so link, queuekit.pc, the
+#   libqueuekit-dev  component development: queuekit.h, queuekit.hpp, the libqueuekit.so link, queuekit.pc, the
 #                    CMake package and the manual pages (everything installed without a component)
 #
 # libqueuekit0's Depends come from dpkg-shlibdeps; its DEBIAN/symbols is the ABI record
@@ -52,8 +52,8 @@ queue-identity registry (which queue am I on), a reentrant reader/writer DB
 queue whose nested calls never deadlock, and a condition lock with
 NSConditionLock semantics.
 .
-This package contains the header, the pkg-config file, the CMake package and
-the manual pages (man queuekit).")
+This package contains the C header, the header-only C++ layer (queuekit.hpp),
+the pkg-config file, the CMake package and the manual pages (man queuekit).")
 
 # DEBIAN/symbols (the ABI record without its comments) and the ldconfig trigger. (CPack's own
 # postinst/postrm also run ldconfig: lintian's maintscript-calls-ldconfig warning; the

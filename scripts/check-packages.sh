@@ -29,6 +29,7 @@ contains() { dpkg -c "$1" | awk '{ print $6 }' | grep -cxF "./$2" >/dev/null || 
 contains "$runtime" "usr/lib/$multiarch/libqueuekit.so.0"
 contains "$runtime" "usr/lib/$multiarch/libqueuekit.so.$version"
 contains "$dev" "usr/include/queuekit.h"
+contains "$dev" "usr/include/queuekit.hpp"
 contains "$dev" "usr/lib/$multiarch/libqueuekit.so"
 contains "$dev" "usr/lib/$multiarch/pkgconfig/queuekit.pc"
 contains "$dev" "usr/lib/$multiarch/cmake/QueueKit/QueueKitConfig.cmake"

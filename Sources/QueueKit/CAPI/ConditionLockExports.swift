@@ -87,6 +87,18 @@ public func qk_condlock_set(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
     condlockStatus(lock) { lock throws(QueueKitError) in try lock.set(condition) }
 }
 
+@_cdecl("qk_condlock_check_held") @implementation @_spi(CAPI)
+public func qk_condlock_check_held(_ lock: OpaquePointer?) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in
+        guard lock.isHeldByCurrentThread else { throw .notPermitted }
+    }
+}
+
+@_cdecl("qk_condlock_owner_died") @implementation @_spi(CAPI)
+public func qk_condlock_owner_died(_ lock: OpaquePointer?) -> Int32 {
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.previousOwnerDied ? 1 : 0 }
+}
+
 @_cdecl("qk_condlock_condition") @implementation @_spi(CAPI)
 public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
     Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.condition }
