@@ -88,6 +88,15 @@ TEST(db_queue_moves) {
     c = std::move(b);
     CHECK(ran == 1);
     CHECK(c.native_handle() == handle);
+    // the identity queue is a retained value: it may outlive its DB queue
+    qk::queue survivor;
+    {
+        qk::db_queue short_lived("short-lived");
+        survivor = short_lived.identity_queue();
+    }
+    CHECK(survivor && std::string(survivor.label()) == "short-lived");
+    survivor.perform([] {}, ec);
+    CHECK(ec.value() == EINVAL);
     qk::db_queue failed(nullptr, ec);
     CHECK(!ec && failed.native_handle() != nullptr);
 }

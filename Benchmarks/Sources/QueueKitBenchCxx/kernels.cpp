@@ -5,6 +5,8 @@
 #include <dispatch/dispatch.h>
 #include <queuekit.hpp>
 
+#include <time.h>
+
 #include <mutex>
 #include <shared_mutex>
 
@@ -25,11 +27,18 @@ void read_record(void* context) {
     r->second = r->first->value;
 }
 
+/** CLOCK_MONOTONIC in nanoseconds (qkbench.h declares qkb_now_ns without extern "C" guards). */
+uint64_t now_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 template <class Body>
 qkb_sample_t timed(uint64_t iterations, Body&& body) {
-    uint64_t begin = qkb_now_ns();
+    uint64_t begin = now_ns();
     for (uint64_t i = 0; i < iterations; i++) body();
-    return sample(qkb_now_ns() - begin, iterations);
+    return sample(now_ns() - begin, iterations);
 }
 
 }  // namespace

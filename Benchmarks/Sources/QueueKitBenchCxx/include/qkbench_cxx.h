@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "qkbench.h"
+#include "qkbench.h" /* qkb_sample_t (only the type: its functions have C linkage, undeclared for C++) */
 
 #ifdef __cplusplus
 extern "C" {
