@@ -158,6 +158,26 @@ TEST(write_async_destroyed_where_it_ran) {
 #endif
 }
 
+TEST(guarded_error_code_constructor) {
+    std::error_code ec = std::make_error_code(std::errc::invalid_argument);
+    qk::guarded<int> g(5, "ec", ec);
+    CHECK(!ec && g.read([](int v) { return v; }) == 5);
+    auto r = g.write([](int& v) { return ++v; }, ec);
+    CHECK(!ec && r == 6);
+    g.write_async([](int& v) { v = 0; }, ec);
+    CHECK(!ec);
+    g.db().flush(ec);
+    CHECK(!ec && g.read([](int v) { return v; }) == 0);
+    // an emptied DB queue: every call EINVAL, nothing run
+    qk::db_queue gone = std::move(g.db());
+    bool ran = false;
+    auto none = g.read([&](int) { ran = true; return 1; }, ec);
+    CHECK(!none && ec.value() == EINVAL && !ran);
+    g.write([&](int&) { ran = true; }, ec);
+    CHECK(ec.value() == EINVAL && !ran);
+    g.db() = std::move(gone);   // back, for the destructor
+}
+
 TEST(guarded_values) {
     qk::guarded<std::map<std::string, int>> cache({{"a", 1}}, "cache");
     CHECK(cache.read([](const auto& m) { return m.at("a"); }) == 1);

@@ -27,6 +27,15 @@ bool someone_waits() {
 }
 }  // namespace
 
+static_assert(noexcept(std::declval<qk::condition_lock<>&>().unlock()));
+static_assert(noexcept(std::declval<qk::condition_lock<>&>().unlock_with(0)));
+static_assert(noexcept(std::declval<qk::condition_lock<>&>().try_lock()));
+static_assert(noexcept(std::declval<qk::condition_lock<>&>().try_lock_for(std::declval<const std::chrono::seconds&>())));
+static_assert(noexcept(std::declval<qk::condition_lock<>&>().lock(std::declval<std::error_code&>())));
+static_assert(noexcept(std::declval<qk::condition_lock<>&>().set(0, std::declval<std::error_code&>())));
+static_assert(!std::is_copy_constructible_v<qk::condition_lock<>> && !std::is_move_constructible_v<qk::condition_lock<>>);
+static_assert(std::is_nothrow_default_constructible_v<qk::condition_lock<stage>>);
+
 TEST(conditions_of_every_kind) {
     qk::condition_lock l{stage::idle};   // CTAD
     static_assert(std::is_same_v<decltype(l), qk::condition_lock<stage>>);

@@ -38,6 +38,18 @@ struct tracker {
 
 }  // namespace
 
+// The value semantics section 8 fixes.
+static_assert(std::is_nothrow_copy_constructible_v<qk::queue> && std::is_nothrow_move_constructible_v<qk::queue>);
+static_assert(std::is_nothrow_copy_assignable_v<qk::queue> && std::is_nothrow_move_assignable_v<qk::queue>);
+static_assert(std::is_nothrow_default_constructible_v<qk::queue>);
+static_assert(!std::is_convertible_v<const char*, qk::queue>);   // explicit
+static_assert(std::is_nothrow_constructible_v<qk::queue, const char*, qk_queue_kind_t, std::error_code&>);
+static_assert(std::is_nothrow_constructible_v<qk::queue, const char*, qk_queue_kind_t, const qk::queue&, std::error_code&>);
+static_assert(!std::is_copy_constructible_v<qk::db_queue> && std::is_nothrow_move_constructible_v<qk::db_queue>);
+static_assert(std::is_nothrow_move_assignable_v<qk::db_queue>);
+static_assert(std::is_nothrow_constructible_v<qk::db_queue, const char*, std::error_code&>);
+static_assert(!std::is_copy_constructible_v<qk::guarded<int>> && !std::is_move_constructible_v<qk::guarded<int>>);
+
 TEST(values_and_identity) {
     qk::queue empty;
     CHECK(!empty);
@@ -76,6 +88,12 @@ TEST(values_and_identity) {
     CHECK(!bad && ec.value() == EINVAL);
     qk::queue good("good", QK_QUEUE_SERIAL, ec);
     CHECK(good && !ec);
+    qk::queue targeted("targeted", QK_QUEUE_SERIAL, good, ec);
+    CHECK(targeted && !ec);
+    qk::queue bad_target("bad target", QK_QUEUE_SERIAL, qk::queue::adopt(nullptr), ec);
+    CHECK(bad_target && !ec);   // an empty target is none
+    qk::queue bad_kind("bad kind", static_cast<qk_queue_kind_t>(9), good, ec);
+    CHECK(!bad_kind && ec.value() == EINVAL);
 #if QK_CXX_EXCEPTIONS
     CHECK_THROWS_STATUS(qk::queue("bad", static_cast<qk_queue_kind_t>(7)), EINVAL, "qk_queue_create");
 #endif
@@ -106,6 +124,18 @@ TEST(results_void_move_only_reference) {
     CHECK(!ec && o && **o == 5);
     q.perform([] {}, ec);
     CHECK(!ec);
+    std::optional<int> b = q.barrier_sync([] { return 4; }, ec);
+    CHECK(!ec && b == 4);
+    check::signal barrier_ran;
+    q.barrier_async([&] { barrier_ran.notify(); }, ec);
+    CHECK(!ec && barrier_ran.wait());
+    check::signal async_ran;
+    q.async([&] { async_ran.notify(); }, ec);
+    CHECK(!ec && async_ran.wait());
+    qk::queue().barrier_sync([] {}, ec);
+    CHECK(ec.value() == EINVAL);
+    auto none = qk::queue().perform([] { return 1; }, ec);
+    CHECK(!none && ec.value() == EINVAL);
     // perform inline on the queue itself
     q.barrier_sync([&] { CHECK(q.perform([&] { return q.check(QK_ON_QUEUE_AS_BARRIER); })); });
 }
@@ -214,6 +244,14 @@ CHILD(async_exception_terminates) {
 #endif
     never.wait(std::chrono::seconds(20));
 }
+
+#if !QK_CXX_EXCEPTIONS
+CHILD(throwing_form_without_exceptions) { qk::queue().sync([] {}); }
+
+TEST(throwing_form_without_exceptions_aborts_with_its_line) {
+    CHECK(check::dies_with("throwing_form_without_exceptions", "qk_queue_sync: Invalid argument"));
+}
+#endif
 
 TEST(exception_escaping_async_terminates) {
     CHECK(check::dies_with("async_exception_terminates", "terminate from the async callable"));
