@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // QueueKit from C++: a queue that knows its identity, a value only its DB queue reaches, and a
 // condition lock over an enum. Build: c++ -std=c++17 cpp-example.cpp $(pkg-config --cflags --libs queuekit)
 #include <queuekit.hpp>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 /*
  * queuekit.hpp — the C++ interface of QueueKit: a header-only layer over <queuekit.h>.
  *

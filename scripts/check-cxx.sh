@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
 # The C++ suite (Tests/Cxx) against the library installed in PREFIX, once per configuration:
 # g++ and clang++ (the Swift toolchain's, which uses the system's libstdc++) at C++17 and C++20,
 # -fno-exceptions with both, clang's -Wthread-safety (with the misuses it must reject), and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // The C++ layer's cost in instructions, load-independent: each variant runs `n` operations of a
 // <queuekit.hpp> call or of the C call it wraps (same work). Run under callgrind at two values
 // of n; the difference of the totals divided by the difference of n is the cost of one

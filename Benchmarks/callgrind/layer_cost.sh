@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
 # Instructions per operation of <queuekit.hpp> against the C call it wraps, under callgrind (load
 # independent, unlike wall-clock figures on a shared machine). Builds layer_cost.cpp with g++ -O2
 # against the library installed in PREFIX (default: the repository's stage/).

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // The small test harness of the C++ suite: CHECK, a bounded one-shot signal, a watchdog, and
 // misuse children (this program run again with --child NAME, its stderr and exit captured).
 #ifndef QK_CXX_CHECK_HPP

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // condition_lock's waits on a predicate (lock_if, await and their timed and try forms): built
 // where <queuekit.h> declares the condition tests (QK_HAVE_CONDITION_TESTS).
 #include <queuekit.hpp>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // qk::db_queue and qk::guarded<T>: results, nesting, exceptions carried back, write_async
 // lifetimes, moves, and guarded<T> under concurrency.
 #include <queuekit.hpp>

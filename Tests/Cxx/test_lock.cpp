@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // qk::condition_lock<E>: conditions of every kind, the standard lock concepts, deadlines on any
 // clock, owner_died, refusals, and the misuse that terminates.
 #include <queuekit.hpp>

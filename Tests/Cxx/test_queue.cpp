@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // qk::queue: values, identity, every submission with void, move-only and reference results,
 // exceptions carried back, EDEADLK as std::system_error, async callables' lifetimes.
 #include <queuekit.hpp>

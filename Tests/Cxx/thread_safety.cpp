@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // Clang's -Wthread-safety over condition_lock: this file compiles cleanly as it is, and each
 // REJECT=n variant is a misuse the analysis must reject (the ctest cxx.thread_safety.* tests).
 #include <queuekit.hpp>

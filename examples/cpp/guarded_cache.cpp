@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // A cache that many threads read and a few fill: qk::guarded<std::map>. Readers share the map,
 // a writer has it alone, and a lookup that misses fills the entry inside the same write, so
 // nobody computes it twice. No mutex to forget, no reference that outlives the lock.

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // "Which queue am I on?" in C++. The GCD pattern this replaces: a block on a serial queue calls
 // a helper that does dispatch_sync onto the same queue -- a deadlock, crash or hang, which the
 // usual dispatch_queue_set_specific / dispatch_get_specific check only dodges for one queue.

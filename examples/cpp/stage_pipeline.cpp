@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // A pipeline of three workers handing batches along with one qk::condition_lock<stage>: each
 // takes the lock, then await()s its stage (releasing the lock while it waits, as
 // condition_variable::wait(lock, pred) does) and hands over with unlock_with(next). A release

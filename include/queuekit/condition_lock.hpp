@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 /*
  * queuekit/condition_lock.hpp — qk::condition_lock<E>.
  * A part of <queuekit.hpp>: include that header, not this one.

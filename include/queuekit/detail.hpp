@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 /*
  * queuekit/detail.hpp — configuration, thread-safety attributes and the layer's internals (errors, trampolines,
  *   deadlines, conditions); nothing here is part of the interface but the QK_ macros.

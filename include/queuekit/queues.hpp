@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 /*
  * queuekit/queues.hpp — qk::queue, qk::db_queue and qk::guarded<T>.
  * A part of <queuekit.hpp>: include that header, not this one.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
 // The C++ layer's timed loops (see include/qkbench_cxx.h). Each measures the layer against the
 // C call it wraps, doing the same work, so the difference is the layer's own cost.
 #include "qkbench_cxx.h"

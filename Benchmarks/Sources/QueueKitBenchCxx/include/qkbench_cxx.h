@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * The timed loops of the C++ layer (<queuekit.hpp>), each next to the C call it wraps and the
  * standard-library or libdispatch anchor a C++ programmer would otherwise use. Compiled as C++17
