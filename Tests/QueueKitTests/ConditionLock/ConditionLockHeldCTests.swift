@@ -12,23 +12,6 @@ import Testing
 // calling thread hold it, without side effects) and qk_condlock_owner_died (the EOWNERDEAD news,
 // readable however the lock was acquired), through the C header as C programs call them.
 
-private final class HeldBody: @unchecked Sendable {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
-}
-
-/// Runs `body` on a new pthread and returns once that thread has exited (its exit hook ran).
-private func onAThreadThatExits(_ body: @escaping @Sendable () -> Void) {
-    var thread = pthread_t()
-    let context = Unmanaged.passRetained(HeldBody(body)).toOpaque()
-    let rc = pthread_create(&thread, nil, { context in
-        Unmanaged<HeldBody>.fromOpaque(context!).takeRetainedValue().run()
-        return nil
-    }, context)
-    precondition(rc == 0, "pthread_create failed")
-    pthread_join(thread, nil)
-}
-
 private struct HeldLock: @unchecked Sendable {
     let raw: OpaquePointer
     init(_ condition: Int = 0) { raw = qk_condlock_create(condition)! }
