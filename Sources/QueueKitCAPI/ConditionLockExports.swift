@@ -186,8 +186,16 @@ private func withTest(
     _ test: qk_condition_test_t, _ context: UnsafeMutableRawPointer?,
     _ body: ((Int) -> Bool, ConditionTestIdentity) throws(QueueKitError) -> Void
 ) throws(QueueKitError) {
-    let identity = ConditionTestIdentity(function: unsafeBitCast(test, to: UnsafeRawPointer.self), context: context)
-    try body({ test($0, context) }, identity)
+    let function = unsafeBitCast(test, to: UnsafeRawPointer.self)
+    let identity = ConditionTestIdentity(function: function, context: context)
+    // The test runs on other threads too: ThreadSanitizer learns that they read what this one wrote.
+    let token = context.map { UnsafeRawPointer($0) } ?? function
+    ThreadSanitizer.conditionTestPublished(token)
+    try body(
+        { value in
+            ThreadSanitizer.conditionTestEvaluating(token)
+            return test(value, context)
+        }, identity)
 }
 
 @_cdecl("qk_condlock_lock_if") @implementation

@@ -94,6 +94,21 @@ package enum ThreadSanitizer {
         if isPresent { qkshim_tsan_acquire(address(object)) }
     }
 
+    /// A C condition test (`qk_condlock_lock_if`, `await`, ...) is handed to whichever thread
+    /// evaluates it, usually the releasing one: what the waiting thread wrote before the call (the
+    /// data `context` points to) happens before each evaluation. `published` on the waiting
+    /// thread before the wait is queued, `evaluating` before each call of the test.
+    @inlinable @inline(__always)
+    package static func conditionTestPublished(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_release(token) }
+    }
+
+    /// See ``conditionTestPublished(_:)``.
+    @inlinable @inline(__always)
+    package static func conditionTestEvaluating(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_acquire(token) }
+    }
+
     /// Entering QueueKit's own code behind a C API call: until the matching
     /// ``leaveInternalCode(_:)``, its memory accesses are hidden from the sanitizer when this
     /// library is not instrumented; the user code it runs is seen (``userCode(_:)``). A pair of
