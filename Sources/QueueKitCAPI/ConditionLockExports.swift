@@ -188,12 +188,15 @@ private func withTest(
 ) throws(QueueKitError) {
     let function = unsafeBitCast(test, to: UnsafeRawPointer.self)
     let identity = ConditionTestIdentity(function: function, context: context)
-    // The test runs on other threads too: ThreadSanitizer learns that they read what this one wrote.
+    // The test runs on other threads too: ThreadSanitizer learns that they read what this one
+    // wrote before the call, and that they are done before it returns.
     let token = context.map { UnsafeRawPointer($0) } ?? function
     ThreadSanitizer.conditionTestPublished(token)
+    defer { ThreadSanitizer.conditionTestFinished(token) }
     try body(
         { value in
             ThreadSanitizer.conditionTestEvaluating(token)
+            defer { ThreadSanitizer.conditionTestEvaluated(token) }
             return test(value, context)
         }, identity)
 }
