@@ -17,7 +17,7 @@
 namespace {
 enum class stage { idle, parsed, checked, done };
 using namespace std::chrono_literals;
-}  // namespace
+} // namespace
 
 TEST(lock_if_and_try_forms) {
     qk::condition_lock<int> l(3);
@@ -30,8 +30,10 @@ TEST(lock_if_and_try_forms) {
     auto start = std::chrono::steady_clock::now();
     CHECK(!l.try_lock_if_for([](int c) { return c < 0; }, 20ms));
     CHECK(std::chrono::steady_clock::now() - start >= 20ms);
-    CHECK(!l.try_lock_if_until([](int c) { return c < 0; }, std::chrono::system_clock::now() + 10ms));
-    CHECK(l.try_lock_if_until([](int c) { return c == 10; }, std::chrono::system_clock::now() - 1s));
+    CHECK(
+        !l.try_lock_if_until([](int c) { return c < 0; }, std::chrono::system_clock::now() + 10ms));
+    CHECK(
+        l.try_lock_if_until([](int c) { return c == 10; }, std::chrono::system_clock::now() - 1s));
     l.unlock();
     std::error_code ec;
     CHECK(l.lock_if([](int) { return true; }, ec) && !ec);
@@ -52,10 +54,10 @@ TEST(await_in_a_pipeline) {
     for (stage from : order) {
         workers.emplace_back([&, from] {
             std::lock_guard<qk::condition_lock<stage>> guard(l);
-            l.await([from](stage s) { return s == from; });   // released while waiting
+            l.await([from](stage s) { return s == from; }); // released while waiting
             seen.push_back(from);
             l.unlock_with(static_cast<stage>(static_cast<int>(from) + 1));
-            l.lock();   // lock_guard releases it
+            l.lock(); // lock_guard releases it
         });
     }
     l.lock();
@@ -64,19 +66,30 @@ TEST(await_in_a_pipeline) {
     // timed out: holding the lock again
     CHECK(!l.await_for([](stage s) { return s == stage::idle; }, 10ms));
     CHECK(qk_condlock_check_held(l.native_handle()) == 0);
-    CHECK(!l.await_until([](stage s) { return s == stage::idle; }, std::chrono::system_clock::now() + 5ms));
-    CHECK(l.await_until([](stage s) { return s == stage::done; }, std::chrono::steady_clock::now() - 1s));
+    CHECK(!l.await_until([](stage s) { return s == stage::idle; },
+                         std::chrono::system_clock::now() + 5ms));
+    CHECK(l.await_until([](stage s) { return s == stage::done; },
+                        std::chrono::steady_clock::now() - 1s));
     std::error_code ec;
     l.await([](stage s) { return s == stage::done; }, ec);
     CHECK(!ec);
     l.unlock();
-    for (auto& w : workers) w.join();
+    for (auto &w : workers) w.join();
 }
 
-CHILD(await_not_held) { qk::condition_lock<int> l; l.await([](int) { return true; }); }
-CHILD(await_for_not_held) { qk::condition_lock<int> l; (void)l.await_for([](int) { return true; }, 1s); }
+CHILD(await_not_held) {
+    qk::condition_lock<int> l;
+    l.await([](int) { return true; });
+}
+CHILD(await_for_not_held) {
+    qk::condition_lock<int> l;
+    (void)l.await_for([](int) { return true; }, 1s);
+}
 CHILD(predicate_throws) {
-    std::set_terminate([] { std::fputs("terminate from the predicate\n", stderr); std::abort(); });
+    std::set_terminate([] {
+        std::fputs("terminate from the predicate\n", stderr);
+        std::abort();
+    });
     qk::condition_lock<int> l;
 #if QK_CXX_EXCEPTIONS
     l.lock_if([](int) -> bool { throw 1; });

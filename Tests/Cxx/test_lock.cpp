@@ -14,31 +14,38 @@
 
 namespace {
 enum class stage { idle, loaded, done };
-struct point { std::int16_t x, y; };
+struct point {
+    std::int16_t x, y;
+};
 using namespace std::chrono_literals;
 using std::chrono::steady_clock;
 using std::chrono::system_clock;
 
 /** Waits (bounded) until some thread waits inside QueueKit: the wait report is not empty. */
 bool someone_waits() {
-    for (auto until = steady_clock::now() + 20s; steady_clock::now() < until; std::this_thread::yield()) {
+    for (auto until = steady_clock::now() + 20s; steady_clock::now() < until;
+         std::this_thread::yield()) {
         if (qk_copy_wait_report(nullptr, 0) > 0) return true;
     }
     return false;
 }
-}  // namespace
+} // namespace
 
-static_assert(noexcept(std::declval<qk::condition_lock<>&>().unlock()));
-static_assert(noexcept(std::declval<qk::condition_lock<>&>().unlock_with(0)));
-static_assert(noexcept(std::declval<qk::condition_lock<>&>().try_lock()));
-static_assert(noexcept(std::declval<qk::condition_lock<>&>().try_lock_for(std::declval<const std::chrono::seconds&>())));
-static_assert(noexcept(std::declval<qk::condition_lock<>&>().lock(std::declval<std::error_code&>())));
-static_assert(noexcept(std::declval<qk::condition_lock<>&>().set(0, std::declval<std::error_code&>())));
-static_assert(!std::is_copy_constructible_v<qk::condition_lock<>> && !std::is_move_constructible_v<qk::condition_lock<>>);
+static_assert(noexcept(std::declval<qk::condition_lock<> &>().unlock()));
+static_assert(noexcept(std::declval<qk::condition_lock<> &>().unlock_with(0)));
+static_assert(noexcept(std::declval<qk::condition_lock<> &>().try_lock()));
+static_assert(noexcept(std::declval<qk::condition_lock<> &>().try_lock_for(
+    std::declval<const std::chrono::seconds &>())));
+static_assert(
+    noexcept(std::declval<qk::condition_lock<> &>().lock(std::declval<std::error_code &>())));
+static_assert(
+    noexcept(std::declval<qk::condition_lock<> &>().set(0, std::declval<std::error_code &>())));
+static_assert(!std::is_copy_constructible_v<qk::condition_lock<>> &&
+              !std::is_move_constructible_v<qk::condition_lock<>>);
 static_assert(std::is_nothrow_default_constructible_v<qk::condition_lock<stage>>);
 
 TEST(conditions_of_every_kind) {
-    qk::condition_lock l{stage::idle};   // CTAD
+    qk::condition_lock l{stage::idle}; // CTAD
     static_assert(std::is_same_v<decltype(l), qk::condition_lock<stage>>);
     static_assert(std::is_same_v<qk::condition_lock<>::condition_type, std::intptr_t>);
     CHECK(l.condition() == stage::idle);
@@ -79,7 +86,7 @@ TEST(lockable_and_timed_lockable) {
     {
         std::lock_guard<qk::condition_lock<int>> guard(l);
         CHECK(qk_condlock_check_held(l.native_handle()) == 0);
-        CHECK(!l.try_lock());   // held by the caller
+        CHECK(!l.try_lock()); // held by the caller
     }
     CHECK(qk_condlock_check_held(l.native_handle()) == EPERM);
     {
@@ -114,13 +121,20 @@ TEST(scoped_lock_of_two_locks) {
     qk::condition_lock<> a, b;
     long counter = 0;
     std::thread other([&] {
-        for (int i = 0; i < 5000; ++i) { std::scoped_lock both(b, a); ++counter; }
+        for (int i = 0; i < 5000; ++i) {
+            std::scoped_lock both(b, a);
+            ++counter;
+        }
     });
-    for (int i = 0; i < 5000; ++i) { std::scoped_lock both(a, b); ++counter; }
+    for (int i = 0; i < 5000; ++i) {
+        std::scoped_lock both(a, b);
+        ++counter;
+    }
     other.join();
     CHECK(counter == 10000);
     std::lock(a, b);
-    CHECK(qk_condlock_check_held(a.native_handle()) == 0 && qk_condlock_check_held(b.native_handle()) == 0);
+    CHECK(qk_condlock_check_held(a.native_handle()) == 0 &&
+          qk_condlock_check_held(b.native_handle()) == 0);
     a.unlock();
     b.unlock();
 }
@@ -148,7 +162,12 @@ TEST(handing_over_between_threads) {
 TEST(deadlines) {
     qk::condition_lock<int> l(0);
     check::signal held, release;
-    std::thread holder([&] { l.lock(); held.notify(); release.wait(); l.unlock(); });
+    std::thread holder([&] {
+        l.lock();
+        held.notify();
+        release.wait();
+        l.unlock();
+    });
     CHECK(held.wait());
     // never before the deadline, on any clock
     auto start = steady_clock::now();
@@ -160,12 +179,13 @@ TEST(deadlines) {
     auto wall = system_clock::now();
     start = steady_clock::now();
     CHECK(!l.try_lock_until(wall + 20ms));
-    CHECK(steady_clock::now() - start >= 19ms);   // system_clock's own resolution may round
+    CHECK(steady_clock::now() - start >= 19ms); // system_clock's own resolution may round
     CHECK(!l.try_lock_when_for(0, 10ms));
     CHECK(!l.try_lock_when_until(0, system_clock::now() + 5ms));
     // past and zero: try once
     CHECK(!l.try_lock_for(0s) && !l.try_lock_for(-5s));
-    CHECK(!l.try_lock_until(steady_clock::time_point{}) && !l.try_lock_until(system_clock::now() - 1h));
+    CHECK(!l.try_lock_until(steady_clock::time_point{}) &&
+          !l.try_lock_until(system_clock::now() - 1h));
     CHECK(!l.try_lock_for(std::chrono::duration<double, std::milli>(1.5)));
     release.notify();
     // max(): untimed, it waits for the release
@@ -174,7 +194,7 @@ TEST(deadlines) {
     holder.join();
     CHECK(l.try_lock_until(steady_clock::time_point::max()));
     l.unlock();
-    CHECK(l.try_lock_until(system_clock::now() - 1s));   // free: the one try succeeds
+    CHECK(l.try_lock_until(system_clock::now() - 1s)); // free: the one try succeeds
     l.unlock();
 }
 
@@ -187,21 +207,26 @@ TEST(deadline_conversion) {
     CHECK(deadline_at(system_clock::time_point::max()) == QK_FOREVER);
     // overflow saturates, still timed
     CHECK(deadline_after(std::chrono::hours::max() - std::chrono::hours(1)) == QK_FOREVER - 1);
-    CHECK(deadline_after(std::chrono::nanoseconds::max() - std::chrono::nanoseconds(1)) == QK_FOREVER - 1);
+    CHECK(deadline_after(std::chrono::nanoseconds::max() - std::chrono::nanoseconds(1)) ==
+          QK_FOREVER - 1);
     CHECK(deadline_after(std::chrono::duration<double>(1e300)) == QK_FOREVER - 1);
     CHECK(deadline_at(system_clock::time_point::max() - std::chrono::hours(1)) == QK_FOREVER - 1);
-    CHECK(deadline_at(std::chrono::time_point<system_clock, std::chrono::hours>::max() - std::chrono::hours(1)) ==
-          QK_FOREVER - 1);
+    CHECK(deadline_at(std::chrono::time_point<system_clock, std::chrono::hours>::max() -
+                      std::chrono::hours(1)) == QK_FOREVER - 1);
     CHECK(deadline_at(steady_clock::time_point::max() - std::chrono::nanoseconds(1)) ==
-          static_cast<std::uint64_t>(INT64_MAX) - 1 ||
-          deadline_at(steady_clock::time_point::max() - std::chrono::nanoseconds(1)) == QK_FOREVER - 1);
+              static_cast<std::uint64_t>(INT64_MAX) - 1 ||
+          deadline_at(steady_clock::time_point::max() - std::chrono::nanoseconds(1)) ==
+              QK_FOREVER - 1);
     // past: 0 (tries once)
-    CHECK(deadline_after(std::chrono::seconds(0)) == 0 && deadline_after(std::chrono::seconds(-1)) == 0);
+    CHECK(deadline_after(std::chrono::seconds(0)) == 0 &&
+          deadline_after(std::chrono::seconds(-1)) == 0);
     CHECK(deadline_at(system_clock::time_point::min()) == 0);
     CHECK(deadline_at(steady_clock::time_point::min()) == 0);
     // steady_clock is CLOCK_MONOTONIC, used as it is
     auto t = steady_clock::now() + 5s;
-    CHECK(deadline_at(t) == static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()));
+    CHECK(deadline_at(t) ==
+          static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()));
     // rounding up: never early
     using qk::detail::positive_ns;
     CHECK(positive_ns(std::chrono::duration<double, std::nano>(0.25)) == 1);
@@ -219,9 +244,9 @@ TEST(deadline_conversion) {
 
 TEST(owner_died_after_a_holder_exits) {
     qk::condition_lock<int> l(4);
-    std::thread([&] { l.lock(); }).join();   // exits holding it
+    std::thread([&] { l.lock(); }).join(); // exits holding it
     CHECK(!l.owner_died());
-    l.lock();   // EOWNERDEAD is no error
+    l.lock(); // EOWNERDEAD is no error
     CHECK(l.owner_died());
     CHECK(qk_condlock_owner_died(l.native_handle()) == 1);
     CHECK(l.condition() == 4);
@@ -235,7 +260,7 @@ TEST(owner_died_after_a_holder_exits) {
     std::thread([&] { l.lock(); }).join();
     std::error_code ec;
     CHECK(l.lock(ec) && !ec && l.owner_died());
-    std::thread([&] { CHECK(!l.owner_died()); }).join();   // other threads are not told
+    std::thread([&] { CHECK(!l.owner_died()); }).join(); // other threads are not told
     l.unlock();
     CHECK(qk_condlock_owner_died(nullptr) == 0);
 }
@@ -244,16 +269,19 @@ TEST(refused_untimed_waits) {
     qk::condition_lock<> a, b;
     check::signal b_held;
     std::atomic<bool> refused_there{false};
-    a.lock();   // before the other thread can reach it
+    a.lock(); // before the other thread can reach it
     std::thread other([&] {
         b.lock();
         b_held.notify();
         std::error_code ec;
-        if (a.lock(ec)) a.unlock(); else refused_there = ec.value() == EDEADLK;
+        if (a.lock(ec))
+            a.unlock();
+        else
+            refused_there = ec.value() == EDEADLK;
         b.unlock();
     });
     CHECK(b_held.wait());
-    CHECK(someone_waits());   // the other thread waits for a
+    CHECK(someone_waits()); // the other thread waits for a
     // closing the ring: refused, like a timeout for try_*, EDEADLK for the others
     CHECK(!b.try_lock_for(std::chrono::seconds::max()));
     std::error_code ec;
@@ -266,14 +294,27 @@ TEST(refused_untimed_waits) {
     CHECK(!refused_there);
 }
 
-CHILD(unlock_not_held) { qk::condition_lock<> l; l.unlock(); }
-CHILD(unlock_with_not_held) { qk::condition_lock<int> l; l.unlock_with(3); }
-CHILD(destroy_held) { qk::condition_lock<> l; l.lock(); }
+CHILD(unlock_not_held) {
+    qk::condition_lock<> l;
+    l.unlock();
+}
+CHILD(unlock_with_not_held) {
+    qk::condition_lock<int> l;
+    l.unlock_with(3);
+}
+CHILD(destroy_held) {
+    qk::condition_lock<> l;
+    l.lock();
+}
 CHILD(destroy_held_elsewhere) {
-    auto* l = new qk::condition_lock<>;
-    std::thread([l] { l->lock(); }).join();   // abandoned: still held
+    auto *l = new qk::condition_lock<>;
+    std::thread([l] { l->lock(); }).join(); // abandoned: still held
     check::signal locked;
-    std::thread holder([l, &locked] { l->lock(); locked.notify(); check::signal().wait(std::chrono::seconds(20)); });
+    std::thread holder([l, &locked] {
+        l->lock();
+        locked.notify();
+        check::signal().wait(std::chrono::seconds(20));
+    });
     locked.wait();
     delete l;
 }

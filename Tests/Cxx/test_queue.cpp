@@ -20,11 +20,12 @@ struct tracker {
         std::thread::id ran_on, destroyed_on;
         check::signal done;
     };
-    log* record;
+    log *record;
     bool live = true;
-    explicit tracker(log* r) : record(r) {}
-    tracker(tracker&& other) noexcept : record(other.record), live(std::exchange(other.live, false)) {}
-    tracker(const tracker&) = delete;
+    explicit tracker(log *r) : record(r) {}
+    tracker(tracker &&other) noexcept
+        : record(other.record), live(std::exchange(other.live, false)) {}
+    tracker(const tracker &) = delete;
     ~tracker() {
         if (!live) return;
         record->destroyed_on = std::this_thread::get_id();
@@ -37,19 +38,25 @@ struct tracker {
     }
 };
 
-}  // namespace
+} // namespace
 
 // The value semantics section 8 fixes.
-static_assert(std::is_nothrow_copy_constructible_v<qk::queue> && std::is_nothrow_move_constructible_v<qk::queue>);
-static_assert(std::is_nothrow_copy_assignable_v<qk::queue> && std::is_nothrow_move_assignable_v<qk::queue>);
+static_assert(std::is_nothrow_copy_constructible_v<qk::queue> &&
+              std::is_nothrow_move_constructible_v<qk::queue>);
+static_assert(std::is_nothrow_copy_assignable_v<qk::queue> &&
+              std::is_nothrow_move_assignable_v<qk::queue>);
 static_assert(std::is_nothrow_default_constructible_v<qk::queue>);
-static_assert(!std::is_convertible_v<const char*, qk::queue>);   // explicit
-static_assert(std::is_nothrow_constructible_v<qk::queue, const char*, qk_queue_kind_t, std::error_code&>);
-static_assert(std::is_nothrow_constructible_v<qk::queue, const char*, qk_queue_kind_t, const qk::queue&, std::error_code&>);
-static_assert(!std::is_copy_constructible_v<qk::db_queue> && std::is_nothrow_move_constructible_v<qk::db_queue>);
+static_assert(!std::is_convertible_v<const char *, qk::queue>); // explicit
+static_assert(
+    std::is_nothrow_constructible_v<qk::queue, const char *, qk_queue_kind_t, std::error_code &>);
+static_assert(std::is_nothrow_constructible_v<qk::queue, const char *, qk_queue_kind_t,
+                                              const qk::queue &, std::error_code &>);
+static_assert(!std::is_copy_constructible_v<qk::db_queue> &&
+              std::is_nothrow_move_constructible_v<qk::db_queue>);
 static_assert(std::is_nothrow_move_assignable_v<qk::db_queue>);
-static_assert(std::is_nothrow_constructible_v<qk::db_queue, const char*, std::error_code&>);
-static_assert(!std::is_copy_constructible_v<qk::guarded<int>> && !std::is_move_constructible_v<qk::guarded<int>>);
+static_assert(std::is_nothrow_constructible_v<qk::db_queue, const char *, std::error_code &>);
+static_assert(!std::is_copy_constructible_v<qk::guarded<int>> &&
+              !std::is_move_constructible_v<qk::guarded<int>>);
 
 TEST(values_and_identity) {
     qk::queue empty;
@@ -74,16 +81,17 @@ TEST(values_and_identity) {
     CHECK(qk::queue::global() && qk::queue::global(QK_QOS_UTILITY) != qk::queue::global());
     CHECK(!qk::queue::global(static_cast<qk_qos_t>(99)));
     CHECK(qk::queue::main().native_handle() == qk_queue_main());
-    CHECK(!qk::queue::current() || qk::queue::current() == qk::queue::main());   // main thread, outside blocks
+    CHECK(!qk::queue::current() ||
+          qk::queue::current() == qk::queue::main()); // main thread, outside blocks
     qk::queue target("target", QK_QUEUE_CONCURRENT);
     qk::queue inner("inner", QK_QUEUE_SERIAL, target);
     inner.sync([&] { CHECK(target.is_current() && inner.is_current()); });
-    qk_queue_t* raw = qk_queue_create("raw", QK_QUEUE_SERIAL);
+    qk_queue_t *raw = qk_queue_create("raw", QK_QUEUE_SERIAL);
     {
         qk::queue adopted = qk::queue::adopt(raw);
         qk::queue retained = qk::queue::retain(raw);
         CHECK(adopted == retained);
-    }   // both references released: raw is gone
+    } // both references released: raw is gone
     std::error_code ec;
     qk::queue bad("bad", static_cast<qk_queue_kind_t>(7), ec);
     CHECK(!bad && ec.value() == EINVAL);
@@ -92,11 +100,12 @@ TEST(values_and_identity) {
     qk::queue targeted("targeted", QK_QUEUE_SERIAL, good, ec);
     CHECK(targeted && !ec);
     qk::queue bad_target("bad target", QK_QUEUE_SERIAL, qk::queue::adopt(nullptr), ec);
-    CHECK(bad_target && !ec);   // an empty target is none
+    CHECK(bad_target && !ec); // an empty target is none
     qk::queue bad_kind("bad kind", static_cast<qk_queue_kind_t>(9), good, ec);
     CHECK(!bad_kind && ec.value() == EINVAL);
 #if QK_CXX_EXCEPTIONS
-    CHECK_THROWS_STATUS(qk::queue("bad", static_cast<qk_queue_kind_t>(7)), EINVAL, "qk_queue_create");
+    CHECK_THROWS_STATUS(qk::queue("bad", static_cast<qk_queue_kind_t>(7)), EINVAL,
+                        "qk_queue_create");
 #endif
 }
 
@@ -109,15 +118,25 @@ TEST(results_void_move_only_reference) {
     CHECK(*q.barrier_sync([] { return std::make_unique<int>(8); }) == 8);
     CHECK(*q.perform([] { return std::make_unique<int>(9); }) == 9);
     std::string text = "abc";
-    auto& ref = text;
-    auto by_reference = [&]() -> std::string& { return ref; };
-    static_assert(std::is_same_v<decltype(q.sync(by_reference)), std::string>);   // a copy
+    auto &ref = text;
+    auto by_reference = [&]() -> std::string & { return ref; };
+    static_assert(std::is_same_v<decltype(q.sync(by_reference)), std::string>); // a copy
     std::string copy = q.sync(by_reference);
     CHECK(copy == "abc");
-    struct no_default { explicit no_default(int v) : value(v) {} int value; };
+    struct no_default {
+        explicit no_default(int v) : value(v) {}
+        int value;
+    };
     CHECK(q.sync([] { return no_default(3); }).value == 3);
     // rvalue callables are invoked as rvalues, lvalues as lvalues
-    struct which { int operator()() & { return 1; } int operator()() && { return 2; } };
+    struct which {
+        int operator()() & {
+            return 1;
+        }
+        int operator()() && {
+            return 2;
+        }
+    };
     which w;
     CHECK(q.sync(w) == 1 && q.sync(which{}) == 2);
     std::error_code ec;
@@ -149,22 +168,34 @@ TEST(exceptions_reach_the_caller_200_times) {
         bool caught = false;
         try {
             serial.sync([i]() -> int { throw std::runtime_error("sync " + std::to_string(i)); });
-        } catch (const std::runtime_error& e) {
+        } catch (const std::runtime_error &e) {
             caught = std::string(e.what()) == "sync " + std::to_string(i);
         }
         CHECK(caught);
         caught = false;
-        try { concurrent.barrier_sync([] { throw 17; }); } catch (int v) { caught = v == 17; }
+        try {
+            concurrent.barrier_sync([] { throw 17; });
+        } catch (int v) {
+            caught = v == 17;
+        }
         CHECK(caught);
         caught = false;
-        try { serial.perform([] { throw std::logic_error("p"); }); } catch (const std::logic_error&) { caught = true; }
+        try {
+            serial.perform([] { throw std::logic_error("p"); });
+        } catch (const std::logic_error &) {
+            caught = true;
+        }
         CHECK(caught);
-        CHECK(serial.sync([i] { return i; }) == i);   // still healthy
+        CHECK(serial.sync([i] { return i; }) == i); // still healthy
     }
     // the error_code form: the C call succeeded, so ec is clear and the exception propagates
     std::error_code ec = std::make_error_code(std::errc::device_or_resource_busy);
     bool caught = false;
-    try { serial.sync([] { throw 1; }, ec); } catch (int) { caught = true; }
+    try {
+        serial.sync([] { throw 1; }, ec);
+    } catch (int) {
+        caught = true;
+    }
     CHECK(caught && !ec);
 }
 
@@ -175,7 +206,7 @@ TEST(sync_onto_self_is_edeadlk) {
         CHECK_THROWS_STATUS(q.barrier_sync([] {}), EDEADLK, "qk_queue_barrier_sync");
         try {
             q.sync([] {});
-        } catch (const std::system_error& e) {
+        } catch (const std::system_error &e) {
             CHECK(std::string(e.what()).find("qk_queue_sync: ") == 0);
         }
         std::error_code ec;
@@ -190,18 +221,26 @@ TEST(async_callables_destroyed_where_they_ran) {
     qk::queue q("async");
     for (int round = 0; round < 2; ++round) {
         tracker::log log;
-        if (round == 0) q.async(tracker(&log)); else q.barrier_async(tracker(&log));
+        if (round == 0)
+            q.async(tracker(&log));
+        else
+            q.barrier_async(tracker(&log));
         CHECK(log.done.wait());
         CHECK(log.invoked == 1 && log.destroyed == 1);
         CHECK(log.ran_on == log.destroyed_on && log.ran_on != std::this_thread::get_id());
     }
     // move-only lambdas, and a copied lvalue: the original is untouched
     check::signal ran;
-    q.async([p = std::make_unique<int>(3), &ran] { CHECK(*p == 3); ran.notify(); });
+    q.async([p = std::make_unique<int>(3), &ran] {
+        CHECK(*p == 3);
+        ran.notify();
+    });
     CHECK(ran.wait());
     std::atomic<int> count{0};
     check::signal done;
-    auto add = [&count, &done] { if (++count == 2) done.notify(); };
+    auto add = [&count, &done] {
+        if (++count == 2) done.notify();
+    };
     q.async(add);
     q.async(add);
     CHECK(done.wait() && count == 2);
@@ -215,7 +254,8 @@ TEST(refused_async_destroyed_on_the_caller) {
     CHECK(log.invoked == 0 && log.destroyed == 1 && log.destroyed_on == std::this_thread::get_id());
 #if QK_CXX_EXCEPTIONS
     tracker::log thrown;
-    CHECK_THROWS_STATUS(qk::queue().barrier_async(tracker(&thrown)), EINVAL, "qk_queue_barrier_async");
+    CHECK_THROWS_STATUS(qk::queue().barrier_async(tracker(&thrown)), EINVAL,
+                        "qk_queue_barrier_async");
     CHECK(thrown.destroyed == 1 && thrown.destroyed_on == std::this_thread::get_id());
 #endif
     // In a forked child every submission is ENOTRECOVERABLE.
@@ -237,7 +277,10 @@ TEST(refused_async_destroyed_on_the_caller) {
 CHILD(async_exception_terminates) {
     qk::queue q("terminating");
     check::signal never;
-    std::set_terminate([] { std::fputs("terminate from the async callable\n", stderr); std::abort(); });
+    std::set_terminate([] {
+        std::fputs("terminate from the async callable\n", stderr);
+        std::abort();
+    });
 #if QK_CXX_EXCEPTIONS
     q.async([] { throw 1; });
 #else
@@ -247,7 +290,9 @@ CHILD(async_exception_terminates) {
 }
 
 #if !QK_CXX_EXCEPTIONS
-CHILD(throwing_form_without_exceptions) { qk::queue().sync([] {}); }
+CHILD(throwing_form_without_exceptions) {
+    qk::queue().sync([] {});
+}
 
 TEST(throwing_form_without_exceptions_aborts_with_its_line) {
     CHECK(check::dies_with("throwing_form_without_exceptions", "qk_queue_sync: Invalid argument"));

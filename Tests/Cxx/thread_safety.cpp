@@ -18,13 +18,13 @@ struct slot {
         value = v;
         lock.unlock_with(state::full);
     }
-    bool try_take(int& out) {
+    bool try_take(int &out) {
         if (!lock.try_lock_when(state::full)) return false;
         out = value;
         lock.unlock_with(state::empty);
         return true;
     }
-    bool take_for(int& out) {
+    bool take_for(int &out) {
         if (!lock.try_lock_when_for(state::full, std::chrono::milliseconds(1))) return false;
         out = value;
         lock.unlock_with(state::empty);
@@ -37,7 +37,9 @@ struct slot {
             lock.unlock();
         }
     }
-    void start() { lock.set(state::empty); }
+    void start() {
+        lock.set(state::empty);
+    }
 #if defined(QK_HAVE_CONDITION_TESTS)
     void put_when_empty(int v) {
         lock.lock_if([](state s) { return s == state::empty; });
@@ -48,18 +50,32 @@ struct slot {
 #endif
 
 #if REJECT == 1
-    int read_unlocked() { return value; }   // reading guarded data without the lock
+    int read_unlocked() {
+        return value;
+    } // reading guarded data without the lock
 #elif REJECT == 2
-    void unlock_unheld() { lock.unlock(); }   // releasing a lock not held
+    void unlock_unheld() {
+        lock.unlock();
+    } // releasing a lock not held
 #elif REJECT == 3
-    void leak() { lock.lock(); value = 1; }   // still held at the end of the function
+    void leak() {
+        lock.lock();
+        value = 1;
+    } // still held at the end of the function
 #elif REJECT == 4
-    void unchecked_try() { lock.try_lock(); value = 2; }   // a try whose result is not checked
+    void unchecked_try() {
+        lock.try_lock();
+        value = 2;
+    } // a try whose result is not checked
 #elif REJECT == 5
-    void set_while_held() { lock.lock(); lock.set(state::full); lock.unlock(); }   // set excludes it
+    void set_while_held() {
+        lock.lock();
+        lock.set(state::full);
+        lock.unlock();
+    } // set excludes it
 #endif
 };
-}  // namespace
+} // namespace
 
 int main() {
     slot s;

@@ -15,10 +15,10 @@
 namespace {
 
 class cache {
-public:
+  public:
     /** The square of `key`, computed once whoever asks first. */
     long get(int key) {
-        if (auto hit = entries_.read([key](const std::map<int, long>& m) -> std::optional<long> {
+        if (auto hit = entries_.read([key](const std::map<int, long> &m) -> std::optional<long> {
                 auto found = m.find(key);
                 if (found == m.end()) return std::nullopt;
                 return found->second;
@@ -26,25 +26,31 @@ public:
             hits_++;
             return *hit;
         }
-        return entries_.write([&](std::map<int, long>& m) {
+        return entries_.write([&](std::map<int, long> &m) {
             auto [slot, inserted] = m.try_emplace(key, 0);
-            if (inserted) {   // nobody filled it between our read and this write
+            if (inserted) { // nobody filled it between our read and this write
                 slot->second = static_cast<long>(key) * key;
                 computed_++;
             }
             return slot->second;
         });
     }
-    size_t size() const { return entries_.read([](const std::map<int, long>& m) { return m.size(); }); }
-    int computed() const { return computed_; }
-    int hits() const { return hits_; }
+    size_t size() const {
+        return entries_.read([](const std::map<int, long> &m) { return m.size(); });
+    }
+    int computed() const {
+        return computed_;
+    }
+    int hits() const {
+        return hits_;
+    }
 
-private:
+  private:
     qk::guarded<std::map<int, long>> entries_{{}, "com.example.cache"};
     std::atomic<int> computed_{0}, hits_{0};
 };
 
-}  // namespace
+} // namespace
 
 int main() {
     cache squares;
@@ -57,7 +63,8 @@ int main() {
                     if (squares.get(key) != static_cast<long>(key) * key) wrong = true;
         });
     }
-    for (auto& thread : threads) thread.join();
-    std::printf("%zu entries, computed %d times, %d hits\n", squares.size(), squares.computed(), squares.hits());
+    for (auto &thread : threads) thread.join();
+    std::printf("%zu entries, computed %d times, %d hits\n", squares.size(), squares.computed(),
+                squares.hits());
     return !wrong && squares.size() == 100 && squares.computed() == 100 ? 0 : 1;
 }

@@ -15,7 +15,7 @@ namespace {
 
 /** A store whose public calls may be made from anywhere, including from its own queue. */
 class store {
-public:
+  public:
     /** Safe from any thread: runs on the store's queue, inline if already there. */
     void add(int v) {
         queue_.perform([&] { total_ += v; });
@@ -26,26 +26,28 @@ public:
     /** Work that calls back into the store from the store's own queue. */
     void add_twice_async(int v, qk::queue done) {
         queue_.async([this, v, done]() mutable {
-            add(v);   // perform: inline, no deadlock
+            add(v); // perform: inline, no deadlock
             add(v);
             done.async([] {});
         });
     }
-    qk::queue& queue() { return queue_; }
+    qk::queue &queue() {
+        return queue_;
+    }
 
-private:
+  private:
     qk::queue queue_{"com.example.store"};
-    int total_ = 0;   // only touched on queue_
+    int total_ = 0; // only touched on queue_
 };
 
-}  // namespace
+} // namespace
 
 int main() {
     store s;
     s.add(1);
     qk::queue done("com.example.done");
     s.add_twice_async(2, done);
-    done.sync([] {});   // the async work has finished once its completion ran
+    done.sync([] {}); // the async work has finished once its completion ran
     s.queue().sync([] {});
     int total = s.total();
 
@@ -56,10 +58,11 @@ int main() {
         on_queue = s.queue().check() && qk::queue::current() == s.queue();
         try {
             s.queue().sync([] { std::puts("never runs"); });
-        } catch (const std::system_error& e) {
+        } catch (const std::system_error &e) {
             refusal = e.what();
         }
     });
-    std::printf("total %d; on its queue: %s; sync onto itself: %s\n", total, on_queue ? "yes" : "no", refusal.c_str());
+    std::printf("total %d; on its queue: %s; sync onto itself: %s\n", total,
+                on_queue ? "yes" : "no", refusal.c_str());
     return total == 5 && on_queue && refusal.rfind("qk_queue_sync: ", 0) == 0 ? 0 : 1;
 }

@@ -16,9 +16,9 @@ enum class stage { empty, fetched, parsed };
 
 int main() {
     qk::condition_lock lock{stage::empty};
-    qk_condlock_set_name(lock.native_handle(), "pipeline");   // shown in wait reports
-    int batch = 0;           // guarded by lock
-    std::vector<int> out;    // guarded by lock
+    qk_condlock_set_name(lock.native_handle(), "pipeline"); // shown in wait reports
+    int batch = 0;                                          // guarded by lock
+    std::vector<int> out;                                   // guarded by lock
     const int batches = 200;
 
     auto worker = [&](stage mine, stage next, auto step) {
@@ -32,7 +32,8 @@ int main() {
             }
         });
     };
-    std::thread fetch = worker(stage::empty, stage::fetched, [&] { batch = static_cast<int>(out.size()) + 1; });
+    std::thread fetch =
+        worker(stage::empty, stage::fetched, [&] { batch = static_cast<int>(out.size()) + 1; });
     std::thread parse = worker(stage::fetched, stage::parsed, [&] { batch *= 10; });
     std::thread store = worker(stage::parsed, stage::empty, [&] { out.push_back(batch); });
     fetch.join();
@@ -45,6 +46,7 @@ int main() {
     stats.size = sizeof stats;
     qk_condlock_get_stats(lock.native_handle(), &stats);
     std::printf("%zu batches through 3 stages, %llu wake-ups, %llu futile\n", out.size(),
-                static_cast<unsigned long long>(stats.wakeups), static_cast<unsigned long long>(stats.futile_wakeups));
+                static_cast<unsigned long long>(stats.wakeups),
+                static_cast<unsigned long long>(stats.futile_wakeups));
     return ordered ? 0 : 1;
 }

@@ -47,14 +47,14 @@
 /** Clang thread-safety attributes, empty where the compiler lacks them. QK_GUARDED_BY(lock) and
  *  QK_PT_GUARDED_BY(lock) are for your data; the others annotate condition_lock. */
 #if QK_CXX_HAS_ATTRIBUTE(capability)
-#define QK_CAPABILITY(x) __attribute__((capability(x)))
-#define QK_GUARDED_BY(x) __attribute__((guarded_by(x)))
-#define QK_PT_GUARDED_BY(x) __attribute__((pt_guarded_by(x)))
-#define QK_ACQUIRE(...) __attribute__((acquire_capability(__VA_ARGS__)))
-#define QK_TRY_ACQUIRE(...) __attribute__((try_acquire_capability(__VA_ARGS__)))
-#define QK_RELEASE(...) __attribute__((release_capability(__VA_ARGS__)))
-#define QK_REQUIRES(...) __attribute__((requires_capability(__VA_ARGS__)))
-#define QK_EXCLUDES(...) __attribute__((locks_excluded(__VA_ARGS__)))
+#define QK_CAPABILITY(x)             __attribute__((capability(x)))
+#define QK_GUARDED_BY(x)             __attribute__((guarded_by(x)))
+#define QK_PT_GUARDED_BY(x)          __attribute__((pt_guarded_by(x)))
+#define QK_ACQUIRE(...)              __attribute__((acquire_capability(__VA_ARGS__)))
+#define QK_TRY_ACQUIRE(...)          __attribute__((try_acquire_capability(__VA_ARGS__)))
+#define QK_RELEASE(...)              __attribute__((release_capability(__VA_ARGS__)))
+#define QK_REQUIRES(...)             __attribute__((requires_capability(__VA_ARGS__)))
+#define QK_EXCLUDES(...)             __attribute__((locks_excluded(__VA_ARGS__)))
 #define QK_NO_THREAD_SAFETY_ANALYSIS __attribute__((no_thread_safety_analysis))
 #else
 #define QK_CAPABILITY(x)
@@ -78,7 +78,7 @@ namespace detail {
 
 /** Reports a failed throwing call: throws std::system_error naming `call`, or, without
  *  exceptions, prints that what() line and aborts. */
-[[noreturn]] inline void fail(int status, const char* call) {
+[[noreturn]] inline void fail(int status, const char *call) {
 #if QK_CXX_EXCEPTIONS
     throw std::system_error(status, std::generic_category(), call);
 #else
@@ -89,13 +89,13 @@ namespace detail {
 
 /** Misuse where nothing can be reported (noexcept members, destructors): one line, then
  *  std::terminate. */
-[[noreturn]] inline void misuse(int status, const char* call) noexcept {
+[[noreturn]] inline void misuse(int status, const char *call) noexcept {
     std::fprintf(stderr, "%s: %s (%s)\n", call, qk_status_name(status), qk_strerror(status));
     std::terminate();
 }
 
 /** Sets `ec` from a status (clears it for 0). */
-inline void set_status(std::error_code& ec, int status) noexcept {
+inline void set_status(std::error_code &ec, int status) noexcept {
     if (status == 0) {
         ec.clear();
     } else {
@@ -104,12 +104,14 @@ inline void set_status(std::error_code& ec, int status) noexcept {
 }
 
 /** errno after a failed constructor call, never 0. */
-inline int creation_status() noexcept { return errno != 0 ? errno : ENOMEM; }
+inline int creation_status() noexcept {
+    return errno != 0 ? errno : ENOMEM;
+}
 
 /** Every callable the layer passes to the C API starts with one of these: the one extern "C"
  *  trampoline below calls `invoke` with it. */
 struct thunk {
-    void (*invoke)(thunk*) noexcept;
+    void (*invoke)(thunk *) noexcept;
 };
 
 /** The result of f() as R: without reference and cv qualifiers. */
@@ -121,41 +123,44 @@ template <class R>
 using ec_result_t = std::conditional_t<std::is_void_v<R>, void, std::optional<R>>;
 
 /** Where a synchronous call leaves its result. */
-template <class R>
-struct slot {
+template <class R> struct slot {
     std::optional<R> value;
-    template <class F>
-    void fill(F&& f) { value.emplace(std::invoke(std::forward<F>(f))); }
-    R take() { return std::move(*value); }
-    std::optional<R> take_optional() { return std::move(value); }
+    template <class F> void fill(F &&f) {
+        value.emplace(std::invoke(std::forward<F>(f)));
+    }
+    R take() {
+        return std::move(*value);
+    }
+    std::optional<R> take_optional() {
+        return std::move(value);
+    }
 };
-template <>
-struct slot<void> {
-    template <class F>
-    void fill(F&& f) { std::invoke(std::forward<F>(f)); }
+template <> struct slot<void> {
+    template <class F> void fill(F &&f) {
+        std::invoke(std::forward<F>(f));
+    }
     void take() {}
 };
 
 /** A synchronous call's context, on the caller's stack: the callable (by reference), its result
  *  and the exception it threw. */
-template <class F, class R>
-struct sync_thunk : thunk {
-    std::remove_reference_t<F>& f;
+template <class F, class R> struct sync_thunk : thunk {
+    std::remove_reference_t<F> &f;
     slot<R> result;
 #if QK_CXX_EXCEPTIONS
     std::exception_ptr error;
 #endif
-    explicit sync_thunk(std::remove_reference_t<F>& fn) noexcept : thunk{&run}, f(fn) {}
-    static void run(thunk* t) noexcept {
-        auto& self = *static_cast<sync_thunk*>(t);
+    explicit sync_thunk(std::remove_reference_t<F> &fn) noexcept : thunk{&run}, f(fn) {}
+    static void run(thunk *t) noexcept {
+        auto &self = *static_cast<sync_thunk *>(t);
 #if QK_CXX_EXCEPTIONS
         try {
-            self.result.fill(static_cast<F&&>(self.f));
+            self.result.fill(static_cast<F &&>(self.f));
         } catch (...) {
             self.error = std::current_exception();
         }
 #else
-        self.result.fill(static_cast<F&&>(self.f));
+        self.result.fill(static_cast<F &&>(self.f));
 #endif
     }
     /** After the C call returned 0: rethrows what f threw. */
@@ -168,13 +173,12 @@ struct sync_thunk : thunk {
 
 /** An asynchronous call's context, on the heap: the decay-copied callable D, invoked once as an
  *  rvalue and destroyed right after, on the thread that ran it. */
-template <class D>
-struct async_thunk : thunk {
+template <class D> struct async_thunk : thunk {
     D f;
     template <class... Args>
-    explicit async_thunk(Args&&... args) : thunk{&run}, f(std::forward<Args>(args)...) {}
-    static void run(thunk* t) noexcept {
-        auto* self = static_cast<async_thunk*>(t);
+    explicit async_thunk(Args &&...args) : thunk{&run}, f(std::forward<Args>(args)...) {}
+    static void run(thunk *t) noexcept {
+        auto *self = static_cast<async_thunk *>(t);
         std::invoke(std::move(self->f));
         delete self;
     }
@@ -182,37 +186,37 @@ struct async_thunk : thunk {
 
 /** A predicate's context for the condition tests of section 3a: `invoke` converts the value. */
 struct test_thunk {
-    bool (*invoke)(const test_thunk*, std::intptr_t) noexcept;
+    bool (*invoke)(const test_thunk *, std::intptr_t) noexcept;
 };
 
 extern "C" {
 /** The one trampoline through which every callable of this header reaches the C API. */
-inline void qk_cxx_trampoline(void* context) noexcept {
-    thunk* t = static_cast<thunk*>(context);
+inline void qk_cxx_trampoline(void *context) noexcept {
+    thunk *t = static_cast<thunk *>(context);
     t->invoke(t);
 }
 /** The trampoline of the predicates (a qk_condition_test_t). */
-inline bool qk_cxx_test_trampoline(std::intptr_t condition, void* context) noexcept {
-    const test_thunk* t = static_cast<const test_thunk*>(context);
+inline bool qk_cxx_test_trampoline(std::intptr_t condition, void *context) noexcept {
+    const test_thunk *t = static_cast<const test_thunk *>(context);
     return t->invoke(t, condition);
 }
 }
 
 /** A C submission bound to its handle: `submit(context, trampoline)` calls call(handle, ...). */
-template <class Handle>
-struct submitter {
-    Handle* handle;
-    int (*call)(Handle*, void*, qk_function_t);
-    int operator()(void* context, qk_function_t work) const noexcept { return call(handle, context, work); }
+template <class Handle> struct submitter {
+    Handle *handle;
+    int (*call)(Handle *, void *, qk_function_t);
+    int operator()(void *context, qk_function_t work) const noexcept {
+        return call(handle, context, work);
+    }
 };
 
 /** Runs f through `submit(context, trampoline)` (a synchronous C call); returns f's result or
  *  throws (the C call's error, named `call`, or what f threw). */
-template <class F, class Submit>
-result_t<F> call_sync(const char* call, F&& f, Submit&& submit) {
+template <class F, class Submit> result_t<F> call_sync(const char *call, F &&f, Submit &&submit) {
     using R = result_t<F>;
     sync_thunk<F, R> t(f);
-    int status = submit(static_cast<void*>(static_cast<thunk*>(&t)), &qk_cxx_trampoline);
+    int status = submit(static_cast<void *>(static_cast<thunk *>(&t)), &qk_cxx_trampoline);
     if (status != 0) fail(status, call);
     t.rethrow();
     return t.result.take();
@@ -220,10 +224,10 @@ result_t<F> call_sync(const char* call, F&& f, Submit&& submit) {
 
 /** As call_sync, setting `ec` instead of throwing the C call's error. */
 template <class F, class Submit>
-ec_result_t<result_t<F>> call_sync(std::error_code& ec, F&& f, Submit&& submit) {
+ec_result_t<result_t<F>> call_sync(std::error_code &ec, F &&f, Submit &&submit) {
     using R = result_t<F>;
     sync_thunk<F, R> t(f);
-    int status = submit(static_cast<void*>(static_cast<thunk*>(&t)), &qk_cxx_trampoline);
+    int status = submit(static_cast<void *>(static_cast<thunk *>(&t)), &qk_cxx_trampoline);
     set_status(ec, status);
     if constexpr (std::is_void_v<R>) {
         if (status == 0) t.rethrow();
@@ -236,11 +240,10 @@ ec_result_t<result_t<F>> call_sync(std::error_code& ec, F&& f, Submit&& submit) 
 
 /** Decay-copies into a heap thunk of type D (constructed from `args`) and submits it; on refusal
  *  destroys it here. Returns the status (ENOMEM when the allocation failed). */
-template <class D, class Submit, class... Args>
-int call_async(Submit&& submit, Args&&... args) {
-    auto* t = new (std::nothrow) async_thunk<D>(std::forward<Args>(args)...);
+template <class D, class Submit, class... Args> int call_async(Submit &&submit, Args &&...args) {
+    auto *t = new (std::nothrow) async_thunk<D>(std::forward<Args>(args)...);
     if (t == nullptr) return ENOMEM;
-    int status = submit(static_cast<void*>(static_cast<thunk*>(t)), &qk_cxx_trampoline);
+    int status = submit(static_cast<void *>(static_cast<thunk *>(t)), &qk_cxx_trampoline);
     if (status != 0) delete t;
     return status;
 }
@@ -255,7 +258,7 @@ constexpr long double exact_ns_limit = static_cast<long double>(std::uint64_t(1)
 /** A positive duration in nanoseconds, rounded up; far_ns when it reaches 2^62 ns (no overflow
  *  on the way). */
 template <class Rep, class Period>
-std::uint64_t positive_ns(const std::chrono::duration<Rep, Period>& d) noexcept {
+std::uint64_t positive_ns(const std::chrono::duration<Rep, Period> &d) noexcept {
     long double approx = std::chrono::duration<long double, std::nano>(d).count();
     if (!(approx < exact_ns_limit)) return far_ns;
     if constexpr (std::is_floating_point_v<Rep> || std::ratio_less_v<Period, std::nano>) {
@@ -274,7 +277,7 @@ inline std::uint64_t saturating_add(std::uint64_t base, std::uint64_t relative) 
 /** The absolute CLOCK_MONOTONIC deadline `d` from now: QK_FOREVER for exactly max(), 0 (already
  *  past: try once) for zero or negative. */
 template <class Rep, class Period>
-std::uint64_t deadline_after(const std::chrono::duration<Rep, Period>& d) noexcept {
+std::uint64_t deadline_after(const std::chrono::duration<Rep, Period> &d) noexcept {
     using duration = std::chrono::duration<Rep, Period>;
     if (d == duration::max()) return QK_FOREVER;
     if (!(d > duration::zero())) return 0;
@@ -283,7 +286,7 @@ std::uint64_t deadline_after(const std::chrono::duration<Rep, Period>& d) noexce
 
 /** The absolute CLOCK_MONOTONIC deadline of a time point of any clock. */
 template <class Clock, class Duration>
-std::uint64_t deadline_at(const std::chrono::time_point<Clock, Duration>& t) noexcept {
+std::uint64_t deadline_at(const std::chrono::time_point<Clock, Duration> &t) noexcept {
     using time_point = std::chrono::time_point<Clock, Duration>;
     if (t == time_point::max()) return QK_FOREVER;
     if constexpr (std::is_same_v<Clock, std::chrono::steady_clock>) {
@@ -295,7 +298,8 @@ std::uint64_t deadline_at(const std::chrono::time_point<Clock, Duration>& t) noe
         const std::uint64_t base = qk_now_ns();
         // Compared as long double nanoseconds first: t - now may not fit in the common type.
         using wide = std::chrono::duration<long double, std::nano>;
-        const long double gap = wide(t.time_since_epoch()).count() - wide(now.time_since_epoch()).count();
+        const long double gap =
+            wide(t.time_since_epoch()).count() - wide(now.time_since_epoch()).count();
         if (!(gap > 0)) return 0;
         if (!(gap < exact_ns_limit)) return far_ns;
         return saturating_add(base, positive_ns(t - now));
@@ -305,8 +309,7 @@ std::uint64_t deadline_at(const std::chrono::time_point<Clock, Duration>& t) noe
 /* ---- Conditions ---------------------------------------------------------------------------- */
 
 /** E as the C condition: enums, integers and bool by value, other types bytewise. */
-template <class E>
-std::intptr_t to_condition(const E& value) noexcept {
+template <class E> std::intptr_t to_condition(const E &value) noexcept {
     if constexpr (std::is_enum_v<E> || std::is_integral_v<E>) {
         return static_cast<std::intptr_t>(value);
     } else {
@@ -317,8 +320,7 @@ std::intptr_t to_condition(const E& value) noexcept {
 }
 
 /** The C condition as E (the inverse of to_condition). */
-template <class E>
-E from_condition(std::intptr_t condition) noexcept {
+template <class E> E from_condition(std::intptr_t condition) noexcept {
     if constexpr (std::is_enum_v<E>) {
         return static_cast<E>(static_cast<std::underlying_type_t<E>>(condition));
     } else if constexpr (std::is_same_v<E, bool>) {
@@ -328,22 +330,21 @@ E from_condition(std::intptr_t condition) noexcept {
     } else {
         alignas(E) unsigned char bytes[sizeof(E)];
         std::memcpy(bytes, &condition, sizeof(E));
-        return *std::launder(reinterpret_cast<E*>(bytes));
+        return *std::launder(reinterpret_cast<E *>(bytes));
     }
 }
 
 /** A predicate on E, seen by the C test trampoline. */
-template <class E, class P>
-struct predicate_thunk : test_thunk {
-    P& pred;
-    explicit predicate_thunk(P& p) noexcept : test_thunk{&run}, pred(p) {}
-    static bool run(const test_thunk* t, std::intptr_t condition) noexcept {
-        auto& self = *static_cast<const predicate_thunk*>(t);
+template <class E, class P> struct predicate_thunk : test_thunk {
+    P &pred;
+    explicit predicate_thunk(P &p) noexcept : test_thunk{&run}, pred(p) {}
+    static bool run(const test_thunk *t, std::intptr_t condition) noexcept {
+        auto &self = *static_cast<const predicate_thunk *>(t);
         return static_cast<bool>(std::invoke(self.pred, from_condition<E>(condition)));
     }
 };
 
-}  // namespace detail
-}  // namespace qk
+} // namespace detail
+} // namespace qk
 
 #endif /* QUEUEKIT_DETAIL_HPP */

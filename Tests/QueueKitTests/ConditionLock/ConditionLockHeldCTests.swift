@@ -15,7 +15,9 @@ import Testing
 private struct HeldLock: @unchecked Sendable {
     let raw: OpaquePointer
     init(_ condition: Int = 0) { raw = qk_condlock_create(condition)! }
-    var swift: ConditionLock<Int> { Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue() }
+    var swift: ConditionLock<Int> {
+        Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue()
+    }
     var acquisitions: UInt64 {
         var stats = qk_condlock_stats_t()
         stats.size = MemoryLayout<qk_condlock_stats_t>.size
@@ -54,7 +56,7 @@ struct ConditionLockHeldTests {
         #expect(lock.acquisitions == before)
         #expect(!lock.swift.isLocked)
         #expect(qk_condlock_condition(lock.raw) == 7)
-        expectStatus(0, qk_condlock_destroy(lock.raw))   // nothing left held or waited on
+        expectStatus(0, qk_condlock_destroy(lock.raw)) // nothing left held or waited on
     }
 
     @Test func badHandles() throws {
@@ -77,13 +79,13 @@ struct ConditionLockHeldTests {
         ]
         for acquire in acquisitions {
             onAThreadThatExits { expectStatus(0, qk_condlock_lock(lock.raw)) }
-            #expect(qk_condlock_owner_died(lock.raw) == 0)   // free and abandoned: nobody holds it
+            #expect(qk_condlock_owner_died(lock.raw) == 0) // free and abandoned: nobody holds it
             expectStatus(EOWNERDEAD, acquire(lock))
             #expect(qk_condlock_owner_died(lock.raw) == 1)
             #expect(lock.swift.previousOwnerDied)
             let elsewhere = Shared<Int32>(-1)
             onAThreadThatExits { elsewhere.value = qk_condlock_owner_died(lock.raw) }
-            #expect(elsewhere.value == 0)   // only the holder is told
+            #expect(elsewhere.value == 0) // only the holder is told
             expectStatus(0, qk_condlock_unlock(lock.raw))
             #expect(qk_condlock_owner_died(lock.raw) == 0)
         }
