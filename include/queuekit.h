@@ -138,9 +138,10 @@ typedef void (*qk_function_t)(void *context);
 
 /** Every non-zero status a QueueKit function returns, one `XX(code, description)` per status:
  *  `code` is the <errno.h> constant, `description` what it means from QueueKit. This one list
- *  produces qk_strerror, qk_status_name, the Swift QueueKitError constants and the manual's
- *  table of statuses (EOWNERDEAD and ENOTRECOVERABLE: see "Threads that die and processes that
- *  fork" above). Expand it with a macro of your own, after including <errno.h>:
+ *  produces qk_strerror, qk_status_name and the manual's table of statuses (EOWNERDEAD and
+ *  ENOTRECOVERABLE: see "Threads that die and processes that fork" above); the tests check the
+ *  Swift QueueKitError constants against it. Expand it with a macro of your own, after
+ *  including <errno.h>:
  *
  *      #define NAME_CASE(code, description) case code: return #code;
  *      switch (status) { QK_STATUS_MAP(NAME_CASE) default: return "?"; }
@@ -517,6 +518,18 @@ QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
  *  unlock_with), or when its wait would close a cycle of waiting threads (section 4); EINVAL for
  *  NULL/wrong type. On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
 QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
+
+/** Whether the calling thread holds the lock: 0 when it does, EPERM when it does not, EINVAL
+ *  for a NULL/wrong-type lock. Changes nothing and counts nothing (it is no acquisition), so it
+ *  suits assertions (abseil's AssertHeld, clang's assert_capability) and layers that must answer
+ *  EPERM before they act. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_check_held(const qk_condlock_t *lock);
+
+/** 1 while the calling thread holds the lock and acquired it from a holder that exited holding
+ *  it (or did not survive a fork): the EOWNERDEAD news of the acquisition, readable however the
+ *  lock was acquired, until this thread releases it. 0 otherwise: not held by the caller, a
+ *  healthy lock, a NULL/wrong-type lock. Changes nothing. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_owner_died(const qk_condlock_t *lock);
 
 /** The current condition, read without a race and without waiting for the holder. 0 for a
  *  NULL/wrong-type lock. */

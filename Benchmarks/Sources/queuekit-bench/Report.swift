@@ -39,7 +39,7 @@ enum Report {
                                 workload: workload, queueKit: qk.row.impl, anchor: extra,
                                 value: qk.median - anchor.median, kind: .difference,
                                 target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: extra)
-                                    ?? Target(limit: 5, source: "issue 3")))
+                                    ?? Target(limit: 5, source: "DB queue goal")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {
@@ -63,7 +63,8 @@ enum Report {
                         Ratio(
                             workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
                             value: futile, kind: .count,
-                            target: workload == "chain of 32 threads" ? Target(limit: 0.05, source: "issue 4") : nil))
+                            target: workload == "chain of 32 threads"
+                                ? Target(limit: 0.05, source: "condition lock goal") : nil))
                 }
             }
         }

@@ -27,10 +27,8 @@ struct Invocation {
     let queue: Unmanaged<Queue>
     /// The frame of the caller that waits for the block (`sync`), or nil (`async`).
     let caller: UnsafePointer<ExecutionFrame>?
-    /// The block holds the queue alone (a serial queue, or a barrier).
-    let isExclusive: Bool
-    /// The block is a barrier on a concurrent queue, counted in `barriersSubmitted`.
-    let countsBarrier: Bool
+    /// The block as admitted: barrier or not, exclusive or not, counted or not.
+    let block: Queue.Block
     /// The thread whose published wait the block withdraws when it starts (a `sync` that waits).
     let waiter: Unmanaged<ThreadRecord>?
     let function: CWorkFunction
@@ -40,12 +38,7 @@ struct Invocation {
     @inline(__always)
     func run() {
         if let waiter { waiter._withUnsafeGuaranteedRef { WaitRegistry.withdraw($0) } }
-        queue._withUnsafeGuaranteedRef { queue in
-            ThreadSanitizer.holding(queue, exclusive: isExclusive) {
-                ExecutionContext.run(on: queue, exclusive: isExclusive, outer: caller) { function(context) }
-            }
-            if countsBarrier { queue.barriersFinished.add(1, ordering: .releasing) }
-        }
+        queue._withUnsafeGuaranteedRef { queue in queue.runBlock(block, outer: caller) { function(context) } }
     }
 
     /// The C entry dispatch calls for a synchronous round trip: the context is the `Invocation`.
@@ -68,15 +61,15 @@ extension Queue {
     @usableFromInline
     func invoke(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
         if route.isInline {
-            ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller) { function(context) }
+            ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller) { function(context) }
             return
         }
         let retained = isImmortal ? nil : Unmanaged.passUnretained(self).retain()
         var invocation = Invocation(
-            queue: Unmanaged.passUnretained(self), caller: route.caller, isExclusive: route.isExclusive,
-            countsBarrier: route.countsBarrier, waiter: route.waiter, function: function, context: context)
+            queue: Unmanaged.passUnretained(self), caller: route.caller, block: route.block, waiter: route.waiter,
+            function: function, context: context)
         withUnsafeMutablePointer(to: &invocation) { invocation in
-            qkshim_dispatch_sync(dispatchObject, route.isBarrier, invocation, Invocation.syncEntry)
+            qkshim_dispatch_sync(dispatchObject, route.block.isBarrier, invocation, Invocation.syncEntry)
         }
         retained?.release()
     }
@@ -108,7 +101,7 @@ extension Queue {
     @inlinable
     func run<R>(_ route: SyncRoute, _ work: () throws -> R) throws -> R {
         if route.isInline {
-            return try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, work)
+            return try ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller, work)
         }
         var result: R?
         var failure: (any Error)?
@@ -136,23 +129,19 @@ extension Queue {
     package func submit(barrier: Bool, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction)
         throws(QueueKitError)
     {
-        guard dispatchQueue != nil else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        _ = try checkRunnable()
         // malloc itself: the allocator's per-thread cache, without the aligned-allocation detour.
         guard let memory = malloc(MemoryLayout<AsyncNode>.stride) else { throw .outOfMemory }
         let node = memory.bindMemory(to: AsyncNode.self, capacity: 1)
-        let barrier = barrier && honoursBarriers
-        let countsBarrier = barrier && !isSerial
-        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let block = admit(barrier: barrier)
         // The node owns one reference to the queue until its block has run.
         let queue = isImmortal ? Unmanaged.passUnretained(self) : Unmanaged.passRetained(self)
         node.initialize(
             to: AsyncNode(
                 invocation: Invocation(
-                    queue: queue, caller: nil, isExclusive: barrier || isSerial, countsBarrier: countsBarrier,
-                    waiter: nil, function: function, context: context)))
+                    queue: queue, caller: nil, block: block, waiter: nil, function: function, context: context)))
         if ThreadSanitizer.isPresent { qkshim_tsan_release(node) }
-        qkshim_dispatch_async(dispatchObject, barrier, node, AsyncNode.entry)
+        qkshim_dispatch_async(dispatchObject, block.isBarrier, node, AsyncNode.entry)
     }
 
     /// `work` as an asynchronous submission: the closure itself is the context.

@@ -62,7 +62,7 @@ public final class Queue: @unchecked Sendable {
     @usableFromInline let parent: Unmanaged<Queue>?
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
     /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
-    let dispatchQueue: DispatchQueue?
+    @usableFromInline let dispatchQueue: DispatchQueue?
     /// `dispatchQueue`'s `dispatch_queue_t`, for the round trips through `dispatch_*_f`.
     @usableFromInline let dispatchObject: UnsafeMutableRawPointer?
     /// Main and global queues live forever: retain and release are no-ops on them.
@@ -75,7 +75,7 @@ public final class Queue: @unchecked Sendable {
     /// `sync` may be queued behind. Submissions count before dispatch sees them, so no `sync` that
     /// dispatch queues behind a barrier is missed.
     let barriersSubmitted = Atomic<UInt64>(0)
-    let barriersFinished = Atomic<UInt64>(0)
+    @usableFromInline let barriersFinished = Atomic<UInt64>(0)
 
     /// Whether a barrier submitted through QueueKit has not finished yet.
     var hasUnfinishedBarrier: Bool {
@@ -202,26 +202,25 @@ public final class Queue: @unchecked Sendable {
         @usableFromInline let caller: UnsafePointer<ExecutionFrame>?
         /// `work` runs inline (the thread already holds the queue) rather than through dispatch.
         @usableFromInline let isInline: Bool
-        /// The block holds the queue alone.
-        @usableFromInline let isExclusive: Bool
-        /// The dispatch round trip is a barrier.
-        let isBarrier: Bool
+        /// The block: a dispatch round trip's as admitted; inline, how the thread holds the queue.
+        @usableFromInline let block: Block
         /// The thread whose published wait the block withdraws when it starts (routes through
         /// dispatch only).
-        var waiter: Unmanaged<ThreadRecord>? = nil
-        /// The round trip is a barrier on a concurrent queue, counted in `barriersSubmitted`.
-        var countsBarrier = false
+        @usableFromInline var waiter: Unmanaged<ThreadRecord>? = nil
 
-        init(
-            caller: UnsafePointer<ExecutionFrame>?, isInline: Bool, isExclusive: Bool, isBarrier: Bool,
-            waiter: Unmanaged<ThreadRecord>? = nil, countsBarrier: Bool = false
-        ) {
+        /// A block that runs inline, the queue held as the thread holds it already.
+        init(inlineFrom caller: UnsafePointer<ExecutionFrame>?, exclusive: Bool) {
             self.caller = caller
-            self.isInline = isInline
-            self.isExclusive = isExclusive
-            self.isBarrier = isBarrier
+            isInline = true
+            block = Block(isBarrier: false, isExclusive: exclusive, countsBarrier: false)
+        }
+
+        /// A dispatch round trip of `block`, whose wait `waiter` published.
+        init(roundTripFrom caller: UnsafePointer<ExecutionFrame>?, block: Block, waiter: Unmanaged<ThreadRecord>) {
+            self.caller = caller
+            isInline = false
+            self.block = block
             self.waiter = waiter
-            self.countsBarrier = countsBarrier
         }
     }
 
@@ -244,8 +243,7 @@ public final class Queue: @unchecked Sendable {
     /// the call in reports.
     @usableFromInline
     package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
-        guard dispatchQueue != nil else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        _ = try checkRunnable()
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
@@ -254,7 +252,7 @@ public final class Queue: @unchecked Sendable {
                 throw .wouldDeadlock
             case .shared:
                 if barrier { throw .wouldDeadlock }
-                return SyncRoute(caller: caller, isInline: true, isExclusive: false, isBarrier: false)
+                return SyncRoute(inlineFrom: caller, exclusive: false)
             case .none:
                 var ancestor = target
                 while let held = ancestor {
@@ -267,43 +265,31 @@ public final class Queue: @unchecked Sendable {
                 }
             }
         }
-        let countsBarrier = barrier && !isSerial
-        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let block = admit(barrier: barrier)
         // The record is the thread's own, alive as long as the thread: borrowed, not retained.
         let waiter = ThreadRecord.currentUnmanaged
-        let refusal = waiter._withUnsafeGuaranteedRef { record in
-            WaitRegistry.enter(
-                record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
-            ) { wait in
-                wait.call = call
-                wait.kind = barrier ? .queueBarrierSync : .queueSync
-                wait.queue = Unmanaged.passUnretained(self)
-                wait.lock = nil
-                wait.detail = nil
-                wait.deadline = MonotonicClock.forever
-                wait.frame = caller
-            }
+        let refused = waiter._withUnsafeGuaranteedRef { record -> Bool in
+            guard
+                let refusal = WaitRegistry.enter(
+                    record, call: call, target: .queue(Unmanaged.passUnretained(self), barrier: barrier),
+                    frame: caller, refusable: true, stamped: false,
+                    holderMayWait: { WaitRegistry.queueHolderMayWait(record) })
+            else { return false }
+            unadmit(block)
+            refusal.deliver()
+            return true
         }
-        if let refusal {
-            if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
-            WaitRegistry.deliver(refusal)
-            throw .wouldDeadlock
-        }
-        return SyncRoute(
-            caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
-            waiter: waiter, countsBarrier: countsBarrier)
+        if refused { throw .wouldDeadlock }
+        return SyncRoute(roundTripFrom: caller, block: block, waiter: waiter)
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
     @usableFromInline
     package func performRoute(call: StaticString) throws(QueueKitError) -> SyncRoute {
-        guard dispatchQueue != nil else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        _ = try checkRunnable()
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
-        if hold != .none {
-            return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false)
-        }
+        if hold != .none { return SyncRoute(inlineFrom: caller, exclusive: hold == .exclusive) }
         return try syncRoute(barrier: false, call: call)
     }
 
