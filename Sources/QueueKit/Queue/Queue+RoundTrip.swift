@@ -61,7 +61,9 @@ extension Queue {
     @usableFromInline
     func invoke(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
         if route.isInline {
-            ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller) { function(context) }
+            ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller) {
+                function(context)
+            }
             return
         }
         let retained = isImmortal ? nil : Unmanaged.passUnretained(self).retain()
