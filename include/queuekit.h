@@ -237,6 +237,37 @@ QK_EXPORT void qk_queue_release(qk_queue_t *queue);
  *  Valid as long as the queue. */
 QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
 
+/* How the round trips reach the queue, and why each path keeps every rule below.
+ *
+ * - qk_queue_sync, qk_queue_barrier_sync, qk_queue_perform first decide, from the calling
+ *   thread's own frames (what it runs here and further out, through sync hops), whether the call
+ *   is refused (EDEADLK: sync onto a queue it holds exclusively, barrier_sync onto a queue it
+ *   runs, the target cases), runs inline (perform on a queue the thread is on; sync onto a
+ *   concurrent queue whose non-barrier block it runs) or goes through dispatch. None of this
+ *   touches shared memory: it is the same check, with the same answers, as always.
+ * - Inline: `work` runs on the calling thread in a new frame of `queue` (qk_queue_current()
+ *   is `queue` inside), holding it as the thread holds it already. Nothing is waited for, so
+ *   nothing is published; the thread held `queue` before the call and still does.
+ * - Through dispatch: the wait is published for the cross-thread detector exactly as described
+ *   in section 4 (and refused there when it would close a cycle, before dispatch sees it), then
+ *   the call is dispatch_sync_f or dispatch_barrier_sync_f itself, with a context on the
+ *   calling thread's stack: no block, no allocation. dispatch_sync_f on an idle queue runs the
+ *   work on the calling thread; otherwise it waits behind the blocks submitted before it, as
+ *   dispatch orders them, so exclusivity (serial queues, barriers) and the order after earlier
+ *   qk_queue_async blocks are dispatch's own. The work's wrapper withdraws the wait as soon as
+ *   it starts, pushes the frame that makes qk_queue_current() and qk_queue_check answer for
+ *   `queue` (and hands the caller's frames on, so a sync onto the main queue still holds what
+ *   its caller holds), tells ThreadSanitizer the queue is held (exclusively on a serial queue or
+ *   for a barrier, shared otherwise), and counts a barrier finished. The queue is kept alive
+ *   until that bookkeeping is done, even when `work` releases the last reference to it.
+ * - qk_queue_async and qk_queue_barrier_async hand dispatch_async_f / dispatch_barrier_async_f
+ *   a small node holding `work`, `context`, and a reference to the queue (given up after the
+ *   block ran); the node carries ThreadSanitizer's hand-off from the submitting thread to the
+ *   block. A barrier is counted before dispatch sees it, so a later sync queued behind it is
+ *   seen waiting for it (section 4).
+ * - In a forked child every one of these calls returns ENOTRECOVERABLE before anything else.
+ */
+
 /** Submits `work(context)` to run on `queue` later; returns at once.
  *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOTRECOVERABLE (nothing run)
  *  in a forked child, as every submission below (see "Threads that die and processes that fork"). */

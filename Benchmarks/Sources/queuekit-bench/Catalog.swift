@@ -7,7 +7,9 @@ import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
-    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() + startup() + cxx() }
+    static func rows() -> [Row] {
+        conditionLock() + dbQueue() + queue() + identity() + concurrency() + deadlocks() + startup() + cxx()
+    }
 
     // MARK: Linking
 
@@ -200,6 +202,85 @@ enum Catalog {
         return rows
     }
 
+
+    // MARK: Queue round trips
+
+    /// Every workload of the queue's round trips starts with this (`--filter "queue round trip"`).
+    static let roundTrip = "queue round trip"
+
+    static func queue() -> [Row] {
+        let group = "queue"
+        var rows: [Row] = []
+        func add(
+            _ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
+            _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t
+        ) {
+            rows.append(
+                Row(
+                    group: group, workload: "\(roundTrip): \(workload)", impl: impl, isQueueKit: qk, unit: unit,
+                    operations: operations, run: run))
+        }
+        let serial = QKB_QUEUE_SERIAL
+        let concurrent = QKB_QUEUE_CONCURRENT
+
+        add(idleSerialSync, "QueueKit qk_queue_sync", qk: true, 4_000_000) {
+            qkb_qk_queue_round_trip(serial, QKB_SYNC, $0)
+        }
+        add(idleSerialSync, "GCD dispatch_sync_f", 4_000_000) { qkb_gcd_queue_round_trip(serial, QKB_SYNC, $0) }
+
+        add(idleConcurrentSync, "QueueKit qk_queue_sync", qk: true, 4_000_000) {
+            qkb_qk_queue_round_trip(concurrent, QKB_SYNC, $0)
+        }
+        add(idleConcurrentSync, "GCD dispatch_sync_f", 4_000_000) {
+            qkb_gcd_queue_round_trip(concurrent, QKB_SYNC, $0)
+        }
+
+        add(idleBarrierSync, "QueueKit qk_queue_barrier_sync", qk: true, 4_000_000) {
+            qkb_qk_queue_round_trip(concurrent, QKB_BARRIER_SYNC, $0)
+        }
+        add(idleBarrierSync, "GCD dispatch_barrier_sync_f", 4_000_000) {
+            qkb_gcd_queue_round_trip(concurrent, QKB_BARRIER_SYNC, $0)
+        }
+
+        add(performOutside, "QueueKit qk_queue_perform", qk: true, 4_000_000) {
+            qkb_qk_queue_round_trip(serial, QKB_PERFORM, $0)
+        }
+        add(performOutside, "GCD dispatch_sync_f", 4_000_000) { qkb_gcd_queue_round_trip(serial, QKB_SYNC, $0) }
+
+        add(performInline, "QueueKit qk_queue_perform", qk: true, 10_000_000) { qkb_qk_perform_inline(false, $0) }
+        add(performInline, directCall, 10_000_000) { qkb_qk_perform_inline(true, $0) }
+
+        add(asyncThenSync, "QueueKit qk_queue_async", qk: true, unit: "item", 1_000_000) { qkb_qk_queue_async($0) }
+        add(asyncThenSync, "GCD dispatch_async_f", unit: "item", 1_000_000) { qkb_gcd_queue_async($0) }
+
+        add(contendedSync, "QueueKit qk_queue_sync", qk: true, 400_000) { qkb_contended_queue_sync(true, 4, $0) }
+        add(contendedSync, "GCD dispatch_sync_f", 400_000) { qkb_contended_queue_sync(false, 4, $0) }
+
+        add(swiftSync, "QueueKit Queue.sync {}", qk: true, 4_000_000, SwiftRows.kernel("qkbench_swift_queue_sync"))
+        add(swiftSync, "DispatchQueue.sync {}", 4_000_000, SwiftRows.kernel("qkbench_swift_dispatch_sync"))
+
+        add(
+            swiftAsync, "QueueKit Queue.async {}", qk: true, unit: "item", 1_000_000,
+            SwiftRows.kernel("qkbench_swift_queue_async"))
+        add(swiftAsync, "DispatchQueue.async {}", unit: "item", 1_000_000, SwiftRows.kernel("qkbench_swift_dispatch_async"))
+        return rows
+    }
+
+    static let idleSerialSync = "idle serial sync"
+    static let idleConcurrentSync = "idle concurrent sync"
+    static let idleBarrierSync = "idle concurrent barrier_sync"
+    static let performOutside = "perform from outside (idle serial)"
+    static let performInline = "perform on the queue the thread is on"
+    static let directCall = "the work alone (direct call)"
+    /// The derived figure of a row measured against the work alone: the nanoseconds it adds.
+    static let extraOverDirectCall = "ns more than the work alone"
+    static let asyncThenSync = "async ×N then one sync (serial)"
+    static let contendedSync = "4 threads syncing onto one serial queue"
+    static let swiftSync = "idle serial sync, Swift API"
+    static let swiftAsync = "async ×N then one sync, Swift API"
+
+    static func isRoundTrip(_ workload: String, _ name: String) -> Bool { workload == "\(roundTrip): \(name)" }
+
     // MARK: Identity
 
     static func identity() -> [Row] {
@@ -322,6 +403,17 @@ enum Catalog {
             return Target(limit: 200_000, source: "linking")
         case ("actor method call", _, defaultExecutor):
             return Target(limit: 1.5, source: "Swift concurrency goal")
+        // The queue at dispatch's speed: every round trip within 1.5× of libdispatch; Swift's
+        // sync at least as fast as DispatchQueue.sync; perform inline within 5 ns of a direct call.
+        case (let w, _, "GCD dispatch_sync_f") where w.hasPrefix(roundTrip),
+            (let w, _, "GCD dispatch_barrier_sync_f") where w.hasPrefix(roundTrip),
+            (let w, _, "GCD dispatch_async_f") where w.hasPrefix(roundTrip),
+            (let w, _, "DispatchQueue.async {}") where w.hasPrefix(roundTrip):
+            return Target(limit: 1.5, source: "queue goal")
+        case (let w, _, "DispatchQueue.sync {}") where isRoundTrip(w, swiftSync):
+            return Target(limit: 1, source: "queue goal")
+        case (let w, _, extraOverDirectCall) where isRoundTrip(w, performInline):
+            return Target(limit: 5, source: "queue goal")
         default:
             return nil
         }

@@ -32,12 +32,14 @@ enum Report {
                                 value: qk.median - anchor.median, kind: .difference,
                                 target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchorName)))
                     }
-                    if anchor.row.impl == "the work alone (direct call)" {
+                    if anchor.row.impl == Catalog.directCall {
+                        let extra = Catalog.extraOverDirectCall
                         ratios.append(
                             Ratio(
-                                workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
+                                workload: workload, queueKit: qk.row.impl, anchor: extra,
                                 value: qk.median - anchor.median, kind: .difference,
-                                target: Target(limit: 5, source: "DB queue goal")))
+                                target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: extra)
+                                    ?? Target(limit: 5, source: "DB queue goal")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {

@@ -71,6 +71,13 @@ final class ThreadRecord: @unchecked Sendable {
         return makeCurrent()
     }
 
+    /// ``current`` without a reference count: the record lives as long as its thread.
+    @inline(__always)
+    static var currentUnmanaged: Unmanaged<ThreadRecord> {
+        if let record = qkshim_record_get() { return Unmanaged<ThreadRecord>.fromOpaque(record) }
+        return Unmanaged.passUnretained(makeCurrent())
+    }
+
     /// The calling thread's record if it has one.
     static var currentIfAny: ThreadRecord? {
         qkshim_record_get().map { Unmanaged<ThreadRecord>.fromOpaque($0).takeUnretainedValue() }

@@ -63,6 +63,8 @@ public final class Queue: @unchecked Sendable {
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
     /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
     @usableFromInline let dispatchQueue: DispatchQueue?
+    /// `dispatchQueue`'s `dispatch_queue_t`, for the round trips through `dispatch_*_f`.
+    @usableFromInline let dispatchObject: UnsafeMutableRawPointer?
     /// Main and global queues live forever: retain and release are no-ops on them.
     package let isImmortal: Bool
     /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
@@ -113,6 +115,7 @@ public final class Queue: @unchecked Sendable {
         self.target = target
         self.parent = target.map { Unmanaged.passUnretained($0) }
         self.dispatchQueue = dispatchQueue
+        self.dispatchObject = dispatchQueue.map { DispatchObjectLayout.object(of: $0) }
         self.isImmortal = immortal
     }
 
@@ -171,6 +174,7 @@ public final class Queue: @unchecked Sendable {
     ///   or further out through `sync` hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
     ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
     ///   runs inline: it can never wait behind a pending barrier.
+    @inlinable
     public func sync<R>(_ work: () throws -> R) throws -> R {
         try run(syncRoute(barrier: false, call: "Queue.sync"), work)
     }
@@ -179,22 +183,16 @@ public final class Queue: @unchecked Sendable {
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread runs
     ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
+    @inlinable
     public func barrierSync<R>(_ work: () throws -> R) throws -> R {
         try run(syncRoute(barrier: true, call: "Queue.barrierSync"), work)
     }
 
     /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
     /// `check(.onQueue)` holds), otherwise as ``sync(_:)``. It never deadlocks on the queue itself.
+    @inlinable
     public func perform<R>(_ work: () throws -> R) throws -> R {
         try run(performRoute(call: "Queue.perform"), work)
-    }
-
-    /// The shared core of `async` and `barrierAsync`.
-    package func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
-        let dispatchQueue = try checkRunnable()
-        let block = admit(barrier: barrier)
-        let work = ThreadSanitizer.handOff(work)
-        dispatchQueue.async(flags: block.isBarrier ? .barrier : []) { self.runBlock(block, outer: nil, work) }
     }
 
     /// How a synchronous call reaches the queue, decided before anything runs.
@@ -243,7 +241,7 @@ public final class Queue: @unchecked Sendable {
     /// would close a ring of waiting threads: pass it to `run` at once, whose block wrapper
     /// withdraws the wait as soon as the block starts, on whichever thread runs it. `call` names
     /// the call in reports.
-    @inline(__always)
+    @usableFromInline
     package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
         _ = try checkRunnable()
         let barrier = barrier && honoursBarriers
@@ -268,50 +266,31 @@ public final class Queue: @unchecked Sendable {
             }
         }
         let block = admit(barrier: barrier)
-        let record = ThreadRecord.current
-        if let refusal = WaitRegistry.enter(
-            record, call: call, target: .queue(Unmanaged.passUnretained(self), barrier: barrier), frame: caller,
-            refusable: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) })
-        {
+        // The record is the thread's own, alive as long as the thread: borrowed, not retained.
+        let waiter = ThreadRecord.currentUnmanaged
+        let refused = waiter._withUnsafeGuaranteedRef { record -> Bool in
+            guard
+                let refusal = WaitRegistry.enter(
+                    record, call: call, target: .queue(Unmanaged.passUnretained(self), barrier: barrier),
+                    frame: caller, refusable: true, stamped: false,
+                    holderMayWait: { WaitRegistry.queueHolderMayWait(record) })
+            else { return false }
             unadmit(block)
             refusal.deliver()
-            throw .wouldDeadlock
+            return true
         }
-        return SyncRoute(roundTripFrom: caller, block: block, waiter: Unmanaged.passUnretained(record))
+        if refused { throw .wouldDeadlock }
+        return SyncRoute(roundTripFrom: caller, block: block, waiter: waiter)
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
-    @inline(__always)
+    @usableFromInline
     package func performRoute(call: StaticString) throws(QueueKitError) -> SyncRoute {
         _ = try checkRunnable()
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
         if hold != .none { return SyncRoute(inlineFrom: caller, exclusive: hold == .exclusive) }
         return try syncRoute(barrier: false, call: call)
-    }
-
-    /// Runs `work` the way `route` says, inside a frame whose caller is the route's, and waits.
-    @inlinable @inline(__always)
-    package func run<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
-        if route.isInline {
-            return try ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller, work)
-        }
-        return try roundTrip(route, work)
-    }
-
-    /// The dispatch round trip of a `sync`. Dispatch's `sync` rethrows untyped, so the typed
-    /// outcome crosses it in a `Result`.
-    @inlinable
-    func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
-        var outcome: Result<R, E>?
-        withoutActuallyEscaping(work) { work in
-            let box = UncheckedSendable(work)
-            dispatchQueue!.sync(flags: route.block.isBarrier ? .barrier : []) {
-                if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
-                outcome = Result { () throws(E) -> R in try self.runBlock(route.block, outer: route.caller, box.value) }
-            }
-        }
-        return try outcome!.get()
     }
 
     // MARK: Identity

@@ -299,4 +299,16 @@ __attribute__((noreturn)) void qkshim_fatal(const char *message);
  * the call, the errno value and its text. */
 __attribute__((noreturn)) void qkshim_fatal_errno(const char *call, int error);
 
+
+/* ---- libdispatch's round trips without blocks (dispatch.c) ---------------------------------- */
+
+/* dispatch_sync_f, or dispatch_barrier_sync_f when `barrier`, of `work(context)` onto the dispatch
+ * queue `queue` (a dispatch_queue_t): a context on the caller's stack, no block, no allocation. */
+void qkshim_dispatch_sync(void *queue, bool barrier, void *context, void (*work)(void *context));
+/* dispatch_async_f, or dispatch_barrier_async_f when `barrier`. */
+void qkshim_dispatch_async(void *queue, bool barrier, void *context, void (*work)(void *context));
+/* dispatch_get_current_queue(): the dispatch queue whose block runs (used once, to confirm where
+ * the Swift overlay keeps a DispatchQueue's dispatch_queue_t). */
+void *qkshim_dispatch_current_queue(void);
+
 #endif

@@ -138,6 +138,26 @@ qkb_sample_t qkb_qk_sync_idle(uint64_t iterations);
 /** dispatch_sync_f of the same work onto an idle serial queue. */
 qkb_sample_t qkb_gcd_sync_idle(uint64_t iterations);
 
+/* ---- Queue round trips (queue_kernels.c) ------------------------------------------------------ */
+
+typedef enum { QKB_QUEUE_SERIAL = 0, QKB_QUEUE_CONCURRENT = 1 } qkb_queue_kind_t;
+typedef enum { QKB_SYNC = 0, QKB_BARRIER_SYNC = 1, QKB_PERFORM = 2 } qkb_round_trip_t;
+/** `iterations` round trips of a one-increment work function onto an idle queue of `kind` from
+ *  one thread, outside any block: qk_queue_sync, qk_queue_barrier_sync or qk_queue_perform; the
+ *  anchor: dispatch_sync_f or dispatch_barrier_sync_f (QKB_PERFORM: dispatch_sync_f). */
+qkb_sample_t qkb_qk_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call, uint64_t iterations);
+qkb_sample_t qkb_gcd_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call, uint64_t iterations);
+/** Inside a block of a serial queue, qk_queue_perform onto that queue (inline); with `direct`,
+ *  the same work called directly instead. */
+qkb_sample_t qkb_qk_perform_inline(bool direct, uint64_t iterations);
+/** `n` asynchronous submissions onto a serial queue, then one sync; per submission.
+ *  qk_queue_async / dispatch_async_f. */
+qkb_sample_t qkb_qk_queue_async(uint64_t n);
+qkb_sample_t qkb_gcd_queue_async(uint64_t n);
+/** `threads` threads syncing onto one serial queue, `iterations` syncs in all (per sync):
+ *  qk_queue_sync (`queuekit`) or dispatch_sync_f. */
+qkb_sample_t qkb_contended_queue_sync(bool queuekit, int threads, uint64_t iterations);
+
 /* ---- Process start-up ---------------------------------------------------------------------- */
 
 /** The median wall time of `spawns` starts (posix_spawn to waitpid) of one of three C programs,
