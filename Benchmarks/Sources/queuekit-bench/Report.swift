@@ -29,7 +29,7 @@ enum Report {
                             Ratio(
                                 workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
                                 value: qk.median - anchor.median, kind: .difference,
-                                target: Target(limit: 5, source: "issue 3")))
+                                target: Target(limit: 3, source: "issue 22")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {

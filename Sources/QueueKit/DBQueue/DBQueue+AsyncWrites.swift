@@ -20,6 +20,8 @@ extension DBQueue {
     /// once per write. Until a batch is published the queue stays closed to newcomers, which only
     /// makes them wait for a write that already ran.
     func runAsyncWrites(upTo target: UInt64, isDrainer: Bool) {
+        // The runner holds nothing else of QueueKit's: its wait for readers closes no ring.
+        _ = revokeBias(call: "the asynchronous writes of", refusable: false, isPendingCall: !isDrainer)
         var done = completed.load(ordering: .relaxed)
         var unpublished: UInt = 0
         var available: UInt = 0

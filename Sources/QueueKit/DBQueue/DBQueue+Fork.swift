@@ -48,9 +48,11 @@ extension DBQueue {
             lane.dueCount = 0
             nextTarget.store(.max, ordering: .relaxed)
             drainer.store(Self.drainerIdle, ordering: .relaxed)
-            // Only this thread's own read or write survives, and it will end as usual.
-            state.store(
-                hold == .exclusive ? Bits.writer : hold == .shared ? Bits.oneReader : 0, ordering: .releasing)
+            // Only this thread's own read or write survives, and it will end as usual (a read in
+            // its slot leaves its slot; the other readers in slots are gone).
+            let ownSlot = forgetVisibleReaders()
+            let own = hold == .exclusive ? Bits.writer : hold == .shared && !ownSlot ? Bits.oneReader : 0
+            state.store(own | current & Bits.biased, ordering: .releasing)
             return quiet
         }
         if usable != true { brokenByFork.store(true, ordering: .relaxed) }

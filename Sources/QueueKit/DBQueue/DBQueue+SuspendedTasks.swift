@@ -78,6 +78,9 @@ extension DBQueue {
     /// Runs `body` as a write whose access the calling thread has just taken, then releases it.
     @inline(__always)
     func withEnteredWrite<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        // Readers in slots are threads in synchronous reads: they leave without waiting for this
+        // task, so the wait is not checked for cycles (it is still published).
+        _ = revokeBias(call: "write", refusable: false)
         defer { releaseWrite() }
         return try ExecutionContext.run(on: queue, exclusive: true, outer: ExecutionContext.innermost, body)
     }

@@ -31,9 +31,10 @@ extension DBQueue {
     }
 
     /// Takes a free queue: barging past parked threads, unless one is due or a write is pending.
+    /// Readers in slots may still be inside: the taker revokes the bias (`revokeBias`).
     @inlinable @inline(__always)
     func tryWrite() -> Bool {
-        updateState(while: { $0 & ~Bits.parked == 0 }) { $0 | Bits.writer }
+        updateState(while: { $0 & ~(Bits.parked | Bits.biased) == 0 }) { $0 | Bits.writer }
     }
 
     /// Takes the exclusivity to run pending asynchronous writes: the queue is free and nobody
@@ -294,9 +295,11 @@ extension DBQueue {
     }
 
     /// For the deadlock detector (which holds its lock, and takes the lane's inside it): whether
-    /// the waiter parked on `word` is still waiting in the lane, neither granted nor woken.
+    /// the waiter parked on `word` is still waiting in the lane, neither granted nor woken, or is
+    /// the revoker waiting for a reader in a slot.
     func isWaitingInLane(parkerWord word: UnsafeRawPointer) -> Bool {
-        lane.withLock { lane in
+        if isRevoking(parkerWord: word) { return true }
+        return lane.withLock { lane in
             lane.waiters.contains { waiter in
                 guard UnsafeRawPointer(waiter.pointee.parker.word) == word else { return false }
                 if case .waiting = waiter.pointee.outcome { return true }
