@@ -33,14 +33,8 @@ public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPoi
     guard let work, let db, Handle.isTagged(db, as: DBQueue.self) else { return EINVAL }
     let hidden = ThreadSanitizer.enterInternalCode()
     defer { ThreadSanitizer.leaveInternalCode(hidden) }
-    return Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db))._withUnsafeGuaranteedRef { object -> Int32 in
-        do throws(QueueKitError) {
-            if _slowPath(Fork.isChild) { try object.checkFork() }
-            try object.withAccess(object.enterRead(call: "qk_dbqueue_read")) { work(context) }
-            return 0
-        } catch {
-            return error.rawValue
-        }
+    return Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db))._withUnsafeGuaranteedRef { object in
+        object.read(context, work, call: "qk_dbqueue_read")
     }
 }
 

@@ -284,10 +284,13 @@ public final class DBQueue: @unchecked Sendable {
     /// `withAccess` at once.
     @inlinable @inline(__always)
     package func enterRead(call: StaticString) throws(QueueKitError) -> Access {
-        let caller = ExecutionContext.innermost
-        if caller != nil && ExecutionContext.hold(of: queue, from: caller) != .none {
-            return Access(caller: caller, isInline: true, isExclusive: false)
+        // Outside any block, the main thread's permanent frame (the main queue's) holds no DB
+        // queue: only the thread's own frames need the walk.
+        let frame = ExecutionContext.innermostBlock
+        if let frame, ExecutionContext.hold(of: queue, from: frame) != .none {
+            return Access(caller: frame, isInline: true, isExclusive: false)
         }
+        let caller = frame ?? ExecutionContext.mainThreadFrame()
         if let slot = tryVisibleRead() { return Access(caller: caller, isInline: false, isExclusive: false, slot: slot) }
         guard acquire(.read, call: call) else { throw .wouldDeadlock }
         rebiasIfDue()
@@ -311,6 +314,22 @@ public final class DBQueue: @unchecked Sendable {
                 throw .wouldDeadlock
             }
             return Access(caller: caller, isInline: false, isExclusive: true)
+        }
+    }
+
+    /// A read of C work: `work(context)` with read access; the status (0, or the error's code).
+    /// One function, not inlined into the C face: there the read's body would be a closure that
+    /// the optimiser keeps out of line.
+    package func read(
+        _ context: UnsafeMutableRawPointer?, _ work: @convention(c) (UnsafeMutableRawPointer?) -> Void,
+        call: StaticString
+    ) -> Int32 {
+        do throws(QueueKitError) {
+            if _slowPath(Fork.isChild) { try checkFork() }
+            try withAccess(enterRead(call: call)) { work(context) }
+            return 0
+        } catch {
+            return error.rawValue
         }
     }
 
