@@ -121,9 +121,13 @@ extension DBQueue {
         return revokeBiasSlow(call: call, refusable: refusable, isPendingCall: isPendingCall)
     }
 
-    /// A refused revocation: the exclusivity goes back, the refusal is reported.
+    /// A refused revocation: the exclusivity goes back, the refusal is reported. Readers are
+    /// still in slots (the one waited for, and those not looked at yet), so the bias is set again
+    /// before the exclusivity goes (no reader enters through a slot while it is held): "no bias"
+    /// must keep meaning "no reader in a slot", and the next holder revokes again.
     @usableFromInline @inline(never)
     func giveUpRefusedRevocation() {
+        state.bitwiseOr(Bits.biased, ordering: .sequentiallyConsistent)
         releaseWrite()
         WaitRegistry.deliverPendingRefusal()
     }

@@ -184,6 +184,21 @@ struct DBQueueReaderSlotsTests {
             } catch { Issue.record("reader: \(error)") }
         }
         #expect(waits(for: inRead))
+        // A second reader stays in its slot throughout: the refused writer gives up before it
+        // reaches it (or while waiting for it), and the next writer must still wait for it.
+        let otherIn = DispatchSemaphore(value: 0)
+        let otherGo = DispatchSemaphore(value: 0)
+        let otherLeft = Atomic<Bool>(false)
+        let other = spawn {
+            do {
+                try db.read {
+                    otherIn.signal()
+                    _ = waits(for: otherGo)
+                    otherLeft.store(true, ordering: .sequentiallyConsistent)
+                }
+            } catch { Issue.record("other reader: \(error)") }
+        }
+        #expect(waits(for: otherIn))
         let refused = Shared<Bool>(false)
         let writer = spawn {
             do {
@@ -201,7 +216,18 @@ struct DBQueueReaderSlotsTests {
         }
         #expect(waits(for: writer) && waits(for: reader), "the ring was not refused")
         #expect(refused.value)
-        // The queue works afterwards; the slot reader has left.
+        #expect(db.visibleReaders().count == 1, "\(db.debugState)")
+        let sawOtherLeave = Shared<Bool?>(nil)
+        let nextWriter = spawn {
+            do {
+                try db.write { sawOtherLeave.value = otherLeft.load(ordering: .sequentiallyConsistent) }
+            } catch { Issue.record("next writer: \(error)") }
+        }
+        #expect(eventually { db.revoking.load(ordering: .sequentiallyConsistent) }, "the next writer did not wait")
+        otherGo.signal()
+        #expect(waits(for: nextWriter) && waits(for: other))
+        #expect(sawOtherLeave.value == true, "the next write ran while a reader sat in its slot")
+        // The queue works afterwards; the slot readers have left.
         #expect(db.visibleReaders().isEmpty)
         try db.write {}
         try db.read {}
