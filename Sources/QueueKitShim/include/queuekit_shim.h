@@ -106,6 +106,21 @@ static inline void qkshim_condlocks_held_reset(void) {
     qkshim_tls_condlocks_held = 0;
 }
 
+/* The condition lock whose test of its condition the calling thread is running right now (under
+ * that lock's guard), NULL otherwise. While it is set, QueueKit calls made from the test refuse
+ * (ConditionLock+Tests.swift, the C face's Handle). */
+extern __thread const void *qkshim_tls_testing QKSHIM_TLS;
+static inline const void *qkshim_testing_lock(void) {
+    return qkshim_tls_testing;
+}
+static inline void qkshim_testing_set(const void *lock) {
+    qkshim_tls_testing = lock;
+}
+
+/* The name of the symbol at or before `address` (dladdr), copied with strlcpy semantics into
+ * `buffer`; the offset from it in `*offset`. 0 when dladdr found none (then nothing is written). */
+size_t qkshim_symbol_name(const void *address, char *buffer, size_t size, size_t *offset);
+
 /* fork(): how many forks lie between the process that loaded QueueKit and this one. 0 in the
  * original process; the child handler of fork adds one in each child (before the Swift child hook
  * runs), so a non-zero value means "a forked child, whose other threads are gone". The handlers
@@ -171,8 +186,9 @@ static inline void qkshim_waiting_reset(void) {
  * 3,600,000, which was reported on stderr). */
 uint64_t qkshim_stall_env_ns(void);
 
-/* Parses a QUEUEKIT_STALL_MS value with libbsd's strtonum: nanoseconds, or 0 with `*error` set
- * to strtonum's message ("invalid", "too small", "too large"). */
+/* Parses a QUEUEKIT_STALL_MS value, a decimal number of milliseconds from 1 to 3,600,000 (as
+ * BSD's strtonum judges it): nanoseconds, or 0 with `*error` set to "invalid", "too small" or
+ * "too large". */
 uint64_t qkshim_parse_stall_ms(const char *text, const char **error);
 
 /* Starts a detached thread running `body(context)`; 0 or the pthread_create error. */
@@ -228,10 +244,10 @@ static inline void qkshim_cpu_relax(void) {
 #endif
 }
 
-/* libbsd's strlcpy (libbsd is the project's declared dependency for it). Called through this
- * wrapper, which binds to libbsd's versioned symbol, because the static libdispatch linked into
- * libqueuekit.so defines an unrelated global `strlcpy` (returning strlen(dst) + strlen(src) + 1)
- * that a plain reference would bind to. */
+/* BSD's strlcpy: copies at most size - 1 bytes of `source` and a terminating NUL (nothing when
+ * `size` is 0) and returns strlen(source). Its own name, not `strlcpy`: the static libdispatch
+ * linked into libqueuekit.so defines an unrelated global `strlcpy` (returning strlen(dst) +
+ * strlen(src) + 1) that a plain reference would bind to; and the library needs no libbsd. */
 size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
 /* ThreadSanitizer: in a program built with -fsanitize=thread, the sanitizer's runtime defines its
