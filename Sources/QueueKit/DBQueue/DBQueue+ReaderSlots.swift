@@ -22,7 +22,7 @@ import Synchronization
 /// revoker waits for finds a mark in its slot when it leaves and wakes the revoker.
 ///
 /// Readers in slots are holders like counted readers: they run inside the queue's frame (so the
-/// deadlock detector follows their chains as before), and their thread numbers in the slots name
+/// deadlock detector follows their chains like any holder's), and their thread numbers in the slots name
 /// them in the wait report and in the wait-for search.
 ///
 /// The bias comes back when writes are rare: a counted reader sets it again once the inhibit
