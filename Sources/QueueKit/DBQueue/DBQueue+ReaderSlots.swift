@@ -8,7 +8,7 @@ import Synchronization
 
 /// Reads that share no cache line: the visible readers.
 ///
-/// While the queue is read-biased (`Bits.biased`), a reader enters by claiming its slot, one cache
+/// While the queue is read-biased (`StateBit.biased`), a reader enters by claiming its slot, one cache
 /// line of the queue's slot array chosen by its thread number, and writing that number into it;
 /// it touches the shared state word only to read it. A reader whose slot is taken (another thread
 /// hashed to it), or that finds the bias gone or the queue closed to readers, empties its slot
@@ -68,12 +68,12 @@ extension DBQueue {
     /// slot, or nil (nothing taken) when the reader must take the counted path.
     @inlinable @inline(__always)
     func tryVisibleRead() -> UnsafeMutablePointer<UInt64>? {
-        guard state.load(ordering: .relaxed) & Bits.biased != 0 else { return nil }
+        guard state.load(ordering: .relaxed) & StateBit.biased != 0 else { return nil }
         let me = qkshim_thread_id()
         let slot = slots + Int(truncatingIfNeeded: me & slotMask) &* Self.slotStride
         guard qkshim_slot_claim(slot, me) else { return nil }
         if _fastPath(
-            state.load(ordering: .sequentiallyConsistent) & (Bits.biased | Bits.closedToReaders) == Bits.biased)
+            state.load(ordering: .sequentiallyConsistent) & (StateBit.biased | StateBit.closedToReaders) == StateBit.biased)
         {
             return slot
         }
@@ -101,8 +101,8 @@ extension DBQueue {
 
     @usableFromInline @inline(never)
     func rebias() {
-        _ = updateState(while: { $0 & (Bits.biased | Bits.writer | Bits.flags | Bits.asyncMask) == 0 }) {
-            $0 | Bits.biased
+        _ = updateState(while: { $0 & (StateBit.biased | StateBit.writer | StateBit.flags | StateBit.asyncMask) == 0 }) {
+            $0 | StateBit.biased
         }
     }
 
@@ -117,7 +117,7 @@ extension DBQueue {
     @inlinable @inline(__always)
     func revokeBias(call: StaticString, refusable: Bool, isPendingCall: Bool = true) -> Bool {
         // Nobody sets the bias while the exclusivity is held, and only its holder clears it.
-        if _fastPath(state.load(ordering: .relaxed) & Bits.biased == 0) { return true }
+        if _fastPath(state.load(ordering: .relaxed) & StateBit.biased == 0) { return true }
         return revokeBiasSlow(call: call, refusable: refusable, isPendingCall: isPendingCall)
     }
 
@@ -127,9 +127,9 @@ extension DBQueue {
     /// must keep meaning "no reader in a slot", and the next holder revokes again.
     @usableFromInline @inline(never)
     func giveUpRefusedRevocation() {
-        state.bitwiseOr(Bits.biased, ordering: .sequentiallyConsistent)
+        state.bitwiseOr(StateBit.biased, ordering: .sequentiallyConsistent)
         releaseWrite()
-        WaitRegistry.deliverPendingRefusal()
+        ThreadRecord.current.deliverPendingRefusal()
     }
 
     @usableFromInline @inline(never)
@@ -137,7 +137,7 @@ extension DBQueue {
         let start = MonotonicClock.now()
         if isPendingCall { revokingForWrite.store(true, ordering: .releasing) }
         defer { if isPendingCall { revokingForWrite.store(false, ordering: .releasing) } }
-        state.bitwiseAnd(~Bits.biased, ordering: .sequentiallyConsistent)
+        state.bitwiseAnd(~StateBit.biased, ordering: .sequentiallyConsistent)
         var drained = true
         for index in 0..<Int(slotMask &+ 1) {
             let slot = slots + index &* Self.slotStride
@@ -178,7 +178,7 @@ extension DBQueue {
                 // Take the mark back, unless the reader is leaving (its wake-up is on its way).
                 var marked = reader | Self.revokingMark
                 if qkshim_slot_replace(slot, &marked, reader) { return false }
-                ThreadRecord.current.pendingRefusal = nil
+                ThreadRecord.current.dropPendingRefusal()
                 _ = parker.park()
                 return true
             }

@@ -13,9 +13,9 @@ import Testing
 // in slots, a reader arriving meanwhile never reads during the write, the bias comes back when
 // writes stop, and readers in slots are holders for the deadlock detector and the wait report.
 
-private func isBiased(_ db: DBQueue) -> Bool { db.state.load(ordering: .acquiring) & DBQueue.Bits.biased != 0 }
+private func isBiased(_ db: DBQueue) -> Bool { db.state.load(ordering: .acquiring) & DBQueue.StateBit.biased != 0 }
 private func countedReaders(_ db: DBQueue) -> UInt {
-    (db.state.load(ordering: .acquiring) & DBQueue.Bits.readerMask) / DBQueue.Bits.oneReader
+    (db.state.load(ordering: .acquiring) & DBQueue.StateBit.readerMask) / DBQueue.StateBit.oneReader
 }
 private func myNumber() -> UInt64 { qkshim_thread_id() }
 
