@@ -161,7 +161,7 @@ extension DBQueue {
             grant = granted
         }
         if grant == .runner && want != .runner {
-            runAsyncWrites(upTo: target, isWorker: false)
+            runAsyncWrites(upTo: target, isWorker: false, call: call)
             if want == .read { downgrade() }
         }
         return true
