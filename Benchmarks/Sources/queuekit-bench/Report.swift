@@ -39,7 +39,7 @@ enum Report {
                                 workload: workload, queueKit: qk.row.impl, anchor: extra,
                                 value: qk.median - anchor.median, kind: .difference,
                                 target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: extra)
-                                    ?? Target(limit: 5, source: "DB queue goal")))
+                                    ?? Target(limit: 3, source: "read-mostly DB queue goal")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {

@@ -19,7 +19,10 @@ extension DBQueue {
     /// reached: submitters and the runner then touch the shared lines once per batch instead of
     /// once per write. Until a batch is published the queue stays closed to newcomers, which only
     /// makes them wait for a write that already ran.
-    func runAsyncWrites(upTo target: UInt64, isWorker: Bool) {
+    /// `call` names the runner's wait for readers in slots in reports.
+    func runAsyncWrites(upTo target: UInt64, isWorker: Bool, call: StaticString) {
+        // The runner holds nothing else of QueueKit's: its wait for readers closes no ring.
+        _ = revokeBias(call: call, refusable: false, isPendingCall: !isWorker)
         var done = completed.load(ordering: .relaxed)
         var unpublished: UInt = 0
         var available: UInt = 0
@@ -129,7 +132,7 @@ extension DBQueue {
             if StateBit.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0 {
                 idlePolls = 0
                 if tryRunner() || acquireSlow(.runner, call: "the worker of asynchronous writes of", target: .max) {
-                    runAsyncWrites(upTo: .max, isWorker: true)
+                    runAsyncWrites(upTo: .max, isWorker: true, call: "the worker of asynchronous writes of")
                     releaseWrite()
                 }
                 // Caught up (or a waiter went first): let the next writes gather for a poll

@@ -49,9 +49,11 @@ extension DBQueue {
             lane.dueCount = 0
             nextTarget.store(.max, ordering: .relaxed)
             workerState.store(Self.workerIdle, ordering: .relaxed)
-            // Only this thread's own read or write survives, and it will end as usual.
-            state.store(
-                hold == .exclusive ? StateBit.writer : hold == .shared ? StateBit.oneReader : 0, ordering: .releasing)
+            // Only this thread's own read or write survives, and it will end as usual (a read in
+            // its slot leaves its slot; the other readers in slots are gone).
+            let ownSlot = forgetVisibleReaders()
+            let own = hold == .exclusive ? StateBit.writer : hold == .shared && !ownSlot ? StateBit.oneReader : 0
+            state.store(own | current & StateBit.biased, ordering: .releasing)
             return quiet
         }
         if usable != true { brokenByFork.store(true, ordering: .relaxed) }

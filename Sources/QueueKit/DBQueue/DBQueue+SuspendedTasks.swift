@@ -70,7 +70,10 @@ extension DBQueue {
     /// Runs `body` as a write whose access the calling thread has just taken, then releases it.
     @inline(__always)
     func withEnteredWrite<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        try withAccess(Access(caller: ExecutionContext.innermost, isInline: false, isExclusive: true), body)
+        // Readers in slots are threads in synchronous reads: they leave without waiting for this
+        // task, so the wait is not checked for cycles (it is still published).
+        _ = revokeBias(call: "write", refusable: false)
+        return try withAccess(Access(caller: ExecutionContext.innermost, isInline: false, isExclusive: true), body)
     }
 
     /// One attempt of a suspended task, on the thread that runs it, under the lane's lock: leave

@@ -31,9 +31,10 @@ extension DBQueue {
     }
 
     /// Takes a free queue: barging past parked threads, unless one is due or a write is pending.
+    /// Readers in slots may still be inside: the taker revokes the bias (`revokeBias`).
     @inlinable @inline(__always)
     func tryWrite() -> Bool {
-        updateState(while: { $0 & ~StateBit.parked == 0 }) { $0 | StateBit.writer }
+        updateState(while: { $0 & ~(StateBit.parked | StateBit.biased) == 0 }) { $0 | StateBit.writer }
     }
 
     /// Takes the exclusivity to run pending asynchronous writes: the queue is free and nobody
@@ -160,7 +161,7 @@ extension DBQueue {
             grant = granted
         }
         if grant == .runner && want != .runner {
-            runAsyncWrites(upTo: target, isWorker: false)
+            runAsyncWrites(upTo: target, isWorker: false, call: call)
             if want == .read { downgrade() }
         }
         return true
@@ -291,9 +292,11 @@ extension DBQueue {
     }
 
     /// For the deadlock detector (which holds its lock, and takes the lane's inside it): whether
-    /// the waiter parked on `word` is still waiting in the lane, neither granted nor woken.
+    /// the waiter parked on `word` is still waiting in the lane, neither granted nor woken, or is
+    /// the revoker waiting for a reader in a slot.
     func isWaitingInLane(parkerWord word: UnsafeRawPointer) -> Bool {
-        lane.withLock { lane in
+        if isRevoking(parkerWord: word) { return true }
+        return lane.withLock { lane in
             lane.waiters.contains { waiter in
                 guard UnsafeRawPointer(waiter.pointee.parker.word) == word else { return false }
                 if case .waiting = waiter.pointee.outcome { return true }

@@ -66,8 +66,23 @@ public final class DBQueue: @unchecked Sendable {
     /// stays near it.
     public static let fairnessBound: UInt64 = 1_000_000
 
-    /// Everything the fast paths need, in one word (see `StateBit`).
-    @usableFromInline let state = Atomic<UInt>(0)
+    /// Everything the fast paths need, in one word (see `StateBit`). A new queue is read-biased.
+    @usableFromInline let state = Atomic<UInt>(StateBit.biased)
+
+    /// The visible readers (`DBQueue+ReaderSlots.swift`): `slotMask + 1` slots of
+    /// `slotStride` words, each empty or holding a reader's thread number.
+    @usableFromInline let slots: UnsafeMutablePointer<UInt64>
+    @usableFromInline let slotMask: UInt64
+    /// The revoker parks on this word while it waits for a reader in a slot.
+    @usableFromInline let revokeWord: UnsafeMutablePointer<UInt32>
+    /// Whether the revoker is parked waiting for a reader (for the deadlock detector).
+    let revoking = Atomic<Bool>(false)
+    /// Until when (coarse clock) the bias stays off after a revocation.
+    @usableFromInline let inhibitUntil = Atomic<UInt64>(0)
+    /// Revocations since creation (for tests and statistics).
+    let revocations = Atomic<UInt64>(0)
+    /// A synchronous writer (or destroy) revokes the bias: a write is pending (for tests).
+    let revokingForWrite = Atomic<Bool>(false)
 
     /// Asynchronous writes that have run, since creation. Written only by the thread that runs
     /// them (the holder of the exclusivity), read by anyone (`asyncTarget`).
@@ -113,7 +128,8 @@ public final class DBQueue: @unchecked Sendable {
         /// submitted and not run, plus threads waiting in the lane to write).
         var pendingWriteCount: Int {
             let queued = Int(StateBit.asyncCount(state.load(ordering: .acquiring)))
-            return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
+            let revoking = revokingForWrite.load(ordering: .acquiring) ? 1 : 0
+            return queued + revoking + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
         }
 
         /// Test seam (debug builds only): the state, for a test's failure message.
@@ -142,14 +158,21 @@ public final class DBQueue: @unchecked Sendable {
         workerQueue = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.worker" : "\(label).worker")
         workerWord = .allocate(capacity: 1)
         workerWord.initialize(to: Parker.idle)
+        revokeWord = .allocate(capacity: 1)
+        revokeWord.initialize(to: Parker.idle)
+        slotMask = UInt64(Self.slotCount - 1)
+        slots = Self.makeSlots(count: Self.slotCount)
     }
 
     deinit {
         ThreadSanitizer.destroying(self)
         if brokenByFork.load(ordering: .relaxed) { return }
-        let idle = state.load(ordering: .acquiring) & ~StateBit.flags == 0
+        let idle =
+            state.load(ordering: .acquiring) & ~(StateBit.flags | StateBit.biased) == 0 && visibleReaders().isEmpty
         Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
         workerWord.deallocate()
+        revokeWord.deallocate()
+        UnsafeMutableRawPointer(slots).deallocate()
     }
 
     // MARK: Swift API
@@ -218,6 +241,10 @@ public final class DBQueue: @unchecked Sendable {
         // A queue that a fork left unusable has nothing left to run, and no thread inside.
         if _slowPath(Fork.isChild) { do { try checkFork() } catch { return } }
         guard acquire(.write, call: call) else { throw .wouldDeadlock }
+        guard revokeBias(call: call, refusable: true) else {
+            giveUpRefusedRevocation()
+            throw .wouldDeadlock
+        }
         releaseWrite()
         ThreadSanitizer.acquire(self)
         // The worker need not linger for a queue that is going away.
@@ -236,12 +263,18 @@ public final class DBQueue: @unchecked Sendable {
         @usableFromInline let isInline: Bool
         /// Write access (the block runs the queue alone); read access otherwise.
         @usableFromInline let isExclusive: Bool
+        /// A visible reader's slot; nil for a counted read, a write, an inline block.
+        @usableFromInline let slot: UnsafeMutablePointer<UInt64>?
 
         @inlinable
-        init(caller: UnsafePointer<ExecutionFrame>?, isInline: Bool, isExclusive: Bool) {
+        init(
+            caller: UnsafePointer<ExecutionFrame>?, isInline: Bool, isExclusive: Bool,
+            slot: UnsafeMutablePointer<UInt64>? = nil
+        ) {
             self.caller = caller
             self.isInline = isInline
             self.isExclusive = isExclusive
+            self.slot = slot
         }
     }
 
@@ -251,11 +284,16 @@ public final class DBQueue: @unchecked Sendable {
     @inlinable @inline(__always)
     package func enterRead(call: StaticString) throws(QueueKitError) -> Access {
         if _slowPath(Fork.isChild) { try checkFork() }
-        let caller = ExecutionContext.innermost
-        if caller != nil && ExecutionContext.hold(of: queue, from: caller) != .none {
-            return Access(caller: caller, isInline: true, isExclusive: false)
+        // Outside any block, the main thread's permanent frame (the main queue's) holds no DB
+        // queue: only the thread's own frames need the walk.
+        let frame = ExecutionContext.innermostBlock
+        if let frame, ExecutionContext.hold(of: queue, from: frame) != .none {
+            return Access(caller: frame, isInline: true, isExclusive: false)
         }
+        let caller = frame ?? ExecutionContext.mainThreadFrame()
+        if let slot = tryVisibleRead() { return Access(caller: caller, isInline: false, isExclusive: false, slot: slot) }
         guard acquire(.read, call: call) else { throw .wouldDeadlock }
+        rebiasIfDue()
         return Access(caller: caller, isInline: false, isExclusive: false)
     }
 
@@ -271,7 +309,26 @@ public final class DBQueue: @unchecked Sendable {
         case .shared: throw .wouldDeadlock
         case .none:
             guard acquire(.write, call: call) else { throw .wouldDeadlock }
+            guard revokeBias(call: call, refusable: true) else {
+                giveUpRefusedRevocation()
+                throw .wouldDeadlock
+            }
             return Access(caller: caller, isInline: false, isExclusive: true)
+        }
+    }
+
+    /// A read of C work: `work(context)` with read access; the status (0, or the error's code).
+    /// One function, not inlined into the C face: there the read's body would be a closure that
+    /// the optimiser keeps out of line.
+    package func read(
+        _ context: UnsafeMutableRawPointer?, _ work: @convention(c) (UnsafeMutableRawPointer?) -> Void,
+        call: StaticString
+    ) -> Int32 {
+        do throws(QueueKitError) {
+            try withAccess(enterRead(call: call)) { work(context) }
+            return 0
+        } catch {
+            return error.rawValue
         }
     }
 
@@ -282,7 +339,15 @@ public final class DBQueue: @unchecked Sendable {
         if access.isInline {
             return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
         }
-        defer { if exclusive { releaseWrite() } else { releaseRead() } }
+        defer {
+            if exclusive {
+                releaseWrite()
+            } else if let slot = access.slot {
+                leaveSlot(slot)
+            } else {
+                releaseRead()
+            }
+        }
         Acquisitions.acquired(self, .dbQueue, exclusive: exclusive)
         defer { Acquisitions.releasing(self, .dbQueue, exclusive: exclusive) }
         return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)

@@ -214,6 +214,28 @@ static inline uint32_t qkshim_atomic_exchange32(uint32_t *word, uint32_t value) 
     return __atomic_exchange_n(word, value, __ATOMIC_SEQ_CST);
 }
 
+/* A DB queue's reader slots (DBQueue+ReaderSlots.swift): 64-bit words holding a reader's thread
+ * number, sequentially consistent where the reader/revoker pairing needs it. */
+static inline uint64_t qkshim_atomic_load64(uint64_t *word) {
+    return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+}
+static inline void qkshim_atomic_store64(uint64_t *word, uint64_t value) {
+    __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+}
+/* Claims an empty slot for `value`: true when it was empty. */
+static inline bool qkshim_slot_claim(uint64_t *slot, uint64_t value) {
+    uint64_t empty = 0;
+    return __atomic_compare_exchange_n(slot, &empty, value, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+/* Empties a slot (release), returning what it held. */
+static inline uint64_t qkshim_slot_release(uint64_t *slot) {
+    return __atomic_exchange_n(slot, 0, __ATOMIC_RELEASE);
+}
+/* Replaces *expected with desired if the slot holds *expected; otherwise loads it into *expected. */
+static inline bool qkshim_slot_replace(uint64_t *slot, uint64_t *expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(slot, expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE);
+}
+
 /* A CPU hint for spin loops. */
 static inline void qkshim_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

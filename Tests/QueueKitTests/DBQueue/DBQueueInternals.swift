@@ -31,6 +31,14 @@ enum DBQueueInternals {
         object(db).testHookBeforeLastReaderStarts = hook
     }
 
+    /// Turns the read bias off for good: every read is counted in the state word (for tests of
+    /// the counted readers' paths).
+    static func disableReadBias(_ db: OpaquePointer) {
+        let object = object(db)
+        object.inhibitUntil.store(.max, ordering: .relaxed)
+        object.state.bitwiseAnd(~DBQueue.StateBit.biased, ordering: .sequentiallyConsistent)
+    }
+
     /// Keeps the object alive past `qk_dbqueue_destroy` (so a test can observe a premature free
     /// without crashing); balance with `release`.
     static func retain(_ db: OpaquePointer) { _ = Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db)).retain() }
