@@ -157,6 +157,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     deinit {
+        LockOrder.forget(self)
         LiveConditionLocks.unregister(self)
     }
 
@@ -167,7 +168,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     @inline(__always)
     public func lock() throws(QueueKitError) {
-        if _fastPath(acquireIfIdle()) { return }
+        if _fastPath(acquireIfIdle(recording: "qk_condlock_lock")) { return }
         try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_lock")
     }
 
@@ -188,7 +189,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     @inline(__always)
     public func lock(before deadline: UInt64) throws(QueueKitError) {
-        if _fastPath(acquireIfIdle()) { return }
+        if _fastPath(acquireIfIdle(recording: "qk_condlock_lock_until", deadline: deadline)) { return }
         try acquire(wanted: nil, deadline: deadline, isTry: false, call: "qk_condlock_lock_until")
     }
 
@@ -264,7 +265,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread holds the lock (use
     ///   ``unlock(withCondition:)``).
     public func set(_ condition: Condition) throws(QueueKitError) {
-        if !acquireIfIdle() {
+        if !acquireIfIdle(recording: "qk_condlock_set") {
             try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_set")
         }
         try relinquish()
@@ -416,21 +417,25 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     // MARK: Implementation
 
-    /// The uncontended acquisition: one compare-and-swap, then the holder's bookkeeping.
+    /// The uncontended acquisition: one compare-and-swap, then the holder's bookkeeping. `call`
+    /// names a call that may wait (its lock-order edges are recorded here); `nil` for the try forms.
     @inline(__always)
-    private func acquireIfIdle() -> Bool {
+    private func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
         guard state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
             return false
         }
-        didAcquire(by: qkshim_thread_id(), waited: false)
+        didAcquire(by: qkshim_thread_id(), waited: false, recording: call, deadline: deadline)
         return true
     }
 
     /// Bookkeeping of the new holder: owner and counters (only the holder writes them, so a load
     /// and a store suffice).
     @inline(__always)
-    private func didAcquire(by thread: UInt64, waited: Bool) {
+    private func didAcquire(
+        by thread: UInt64, waited: Bool, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever
+    ) {
         ThreadSanitizer.conditionLockAcquired(self)
+        LockOrder.acquired(self, recording: call, deadline: deadline)
         owner.store(thread, ordering: .relaxed)
         qkshim_condlock_acquired()
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
@@ -448,6 +453,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     private func acquire(wanted: Condition?, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
         let me = qkshim_thread_id()
         if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
+        if !isTry { guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else { throw .wouldDeadlock } }
 
         // A plain lock takes any free lock: a free lock has no queued waiter it could overtake.
         if wanted == nil && takeIfFree() {
@@ -572,6 +578,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     private func relinquish() throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
         ThreadSanitizer.conditionLockReleasing(self)
+        LockOrder.released(self)
         owner.store(0, ordering: .relaxed)
         qkshim_condlocks_held_decrement()
     }

@@ -141,6 +141,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
+        LockOrder.forget(queue)
         ThreadSanitizer.destroying(self)
         if brokenByFork.load(ordering: .relaxed) { return }
         let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
@@ -189,6 +190,7 @@ public final class DBQueue: @unchecked Sendable {
     public func flush() throws(QueueKitError) {
         if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
+        guard LockOrder.willWait(for: queue, .exclusive, call: "qk_dbqueue_flush") else { throw .wouldDeadlock }
         defer { ThreadSanitizer.acquire(self) }
         let target = asyncTarget()
         if writesHaveRun(upTo: target, state: state.load(ordering: .acquiring)) { return }
@@ -237,6 +239,7 @@ public final class DBQueue: @unchecked Sendable {
         if caller != nil && ExecutionContext.hold(of: queue, from: caller) != .none {
             return Access(caller: caller, isInline: true, isExclusive: false)
         }
+        guard LockOrder.willWait(for: queue, .shared, call: "qk_dbqueue_read") else { throw .wouldDeadlock }
         guard acquire(.read, call: .read) else { throw .wouldDeadlock }
         return Access(caller: caller, isInline: false, isExclusive: false)
     }
@@ -252,6 +255,8 @@ public final class DBQueue: @unchecked Sendable {
         case .exclusive: return Access(caller: caller, isInline: true, isExclusive: true)
         case .shared: throw .wouldDeadlock
         case .none:
+            LockOrder.writing(queue, call: "qk_dbqueue_write")
+            guard LockOrder.willWait(for: queue, .exclusive, call: "qk_dbqueue_write") else { throw .wouldDeadlock }
             guard acquire(.write, call: .write) else { throw .wouldDeadlock }
             return Access(caller: caller, isInline: false, isExclusive: true)
         }
@@ -281,6 +286,7 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/notRecoverable`` in a forked child (nothing queued).
     func writeAsync(_ work: CWork) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
+        LockOrder.writing(queue, call: "qk_dbqueue_write_async")
         let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
         let before = state.add(Bits.oneAsync, ordering: .sequentiallyConsistent).oldValue
         writes.push(work)

@@ -82,7 +82,11 @@ enum ExecutionContext {
     ) throws(E) -> R {
         let saved = qkshim_frame_get()
         var frame = ExecutionFrame(queue: queue, isExclusive: exclusive, outer: outer)
-        defer { qkshim_frame_set(saved) }
+        let witnessed = LockOrder.enteredBlock(of: queue, exclusive: exclusive)
+        defer {
+            qkshim_frame_set(saved)
+            LockOrder.leftBlock(witnessed)
+        }
         return try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
             qkshim_frame_set(UnsafeMutableRawPointer(pointer))
             return try ThreadSanitizer.userCode(body)

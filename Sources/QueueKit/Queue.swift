@@ -118,6 +118,7 @@ public final class Queue: @unchecked Sendable {
     }
 
     deinit {
+        LockOrder.forget(self)
         ThreadSanitizer.destroying(self)
         specifics.destroyAll()
     }
@@ -191,6 +192,7 @@ public final class Queue: @unchecked Sendable {
         let barrier = barrier && honoursBarriers
         let exclusive = barrier || isSerial
         let countsBarrier = barrier && !isSerial
+        if countsBarrier { LockOrder.writing(self, call: "qk_queue_barrier_async") }
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
         let work = ThreadSanitizer.handOff(work)
         dispatchQueue.async(flags: barrier ? .barrier : []) {
@@ -261,6 +263,9 @@ public final class Queue: @unchecked Sendable {
             }
         }
         let countsBarrier = barrier && !isSerial
+        let witnessCall = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
+        if countsBarrier { LockOrder.writing(self, call: witnessCall) }
+        guard LockOrder.willSync(onto: self, barrier: barrier, call: witnessCall) else { throw .wouldDeadlock }
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
         let record = ThreadRecord.current
         let refusal = WaitRegistry.enter(

@@ -59,24 +59,32 @@ enum LockOrder {
     // MARK: Hooks
 
     /// A call that may wait for `object` in `mode` (after the call's own checks, before it
-    /// waits): records an edge from every object the thread holds. False when the call must be
-    /// refused with `wouldDeadlock` (the thread runs the lock-order handler).
+    /// waits), until `deadline` (``MonotonicClock/forever``: untimed): records an edge from every
+    /// object the thread holds (none when the deadline has passed: the call only tries). False
+    /// when the call must be refused with `wouldDeadlock` (the thread runs the lock-order handler).
     @inline(__always)
-    static func willWait(for object: AnyObject, _ mode: LockOrderMode, call: StaticString, timed: Bool = false) -> Bool {
+    static func willWait(
+        for object: AnyObject, _ mode: LockOrderMode, call: StaticString, deadline: UInt64 = MonotonicClock.forever
+    ) -> Bool {
         if _fastPath(!isOn) { return true }
-        return record(LockOrderObject(object), mode, call: call, timed: timed)
+        return record(LockOrderObject(object), mode, call: call, deadline: deadline)
     }
 
-    /// The thread now holds the condition lock `object` (any acquisition, also a try form's).
+    /// The thread now holds the condition lock `object` (every acquisition, also a try form's
+    /// and a task's). `call` names a call that may wait and took the lock without waiting: its
+    /// edges are recorded here, as `willWait` would have (`nil`: recorded on the way in, or none).
     @inline(__always)
-    static func acquired(_ object: AnyObject) {
-        if _slowPath(isOn) { push(LockOrderObject(object)) }
+    static func acquired(_ object: AnyObject, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) {
+        if _slowPath(isOn) { push(LockOrderObject(object), recording: call, deadline: deadline) }
     }
 
-    /// The uncontended acquisition of a call that may wait: `willWait` then `acquired` in one.
+    /// A sync, barrier sync or perform onto `queue` that is not inline: asks for the queue
+    /// (shared on a concurrent queue, unless `barrier`) and, onto a serial queue, for each serial
+    /// queue it targets. False when the call must be refused (see ``willWait(for:_:call:deadline:)``).
     @inline(__always)
-    static func acquired(_ object: AnyObject, call: StaticString) {
-        if _slowPath(isOn) { recordAndPush(LockOrderObject(object), call: call) }
+    static func willSync(onto queue: Queue, barrier: Bool, call: StaticString) -> Bool {
+        if _fastPath(!isOn) { return true }
+        return recordSync(queue, barrier: barrier, call: call)
     }
 
     /// The thread released the condition lock `object`.
@@ -117,20 +125,38 @@ enum LockOrder {
     // MARK: Slow paths
 
     @inline(never)
-    private static func push(_ object: LockOrderObject) {
+    private static func push(_ object: LockOrderObject, recording call: StaticString?, deadline: UInt64) {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return }
+        if let call, state.pointee.count != 0 || holdsMainQueue, waits(until: deadline) {
+            _ = record(object, .exclusive, call: call, timed: deadline != MonotonicClock.forever, state: state)
+        }
         state.pointee.push(object.address, .exclusive, isBlock: false)
     }
 
+    /// Whether a call with `deadline` may wait (a deadline already past only tries).
+    private static func waits(until deadline: UInt64) -> Bool {
+        deadline == MonotonicClock.forever || deadline > MonotonicClock.now()
+    }
+
     @inline(never)
-    private static func recordAndPush(_ object: LockOrderObject, call: StaticString) {
+    private static func recordSync(_ queue: Queue, barrier: Bool, call: StaticString) -> Bool {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
-        if state.pointee.inHandler { return }
-        if state.pointee.count != 0 || holdsMainQueue { _ = record(object, .exclusive, call: call, timed: false, state: state) }
-        state.pointee.push(object.address, .exclusive, isBlock: false)
+        if state.pointee.inHandler { return false }
+        // Global queues are never held, so no cycle runs through them.
+        guard queue.honoursBarriers else { return true }
+        let mode: LockOrderMode = barrier || queue.isSerial ? .exclusive : .shared
+        _ = record(LockOrderObject(queue), mode, call: call, timed: false, state: state)
+        guard queue.isSerial else { return true }
+        var ancestor = queue.parent
+        while let target = ancestor {
+            let held = target.takeUnretainedValue()
+            if held.isSerial { _ = record(LockOrderObject(held), .exclusive, call: call, timed: false, state: state) }
+            ancestor = held.parent
+        }
+        return true
     }
 
     @inline(never)
@@ -174,11 +200,12 @@ enum LockOrder {
     private static var holdsMainQueue: Bool { qkshim_is_main_thread() && !qkshim_main_released_get() }
 
     @inline(never)
-    private static func record(_ target: LockOrderObject, _ mode: LockOrderMode, call: StaticString, timed: Bool) -> Bool {
+    private static func record(_ target: LockOrderObject, _ mode: LockOrderMode, call: StaticString, deadline: UInt64) -> Bool {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return false }
-        return record(target, mode, call: call, timed: timed, state: state)
+        guard waits(until: deadline) else { return true }
+        return record(target, mode, call: call, timed: deadline != MonotonicClock.forever, state: state)
     }
 
     /// Records the edges from everything the thread holds to `target`; on a miss in the thread's
