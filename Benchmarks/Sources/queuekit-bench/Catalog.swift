@@ -3,7 +3,21 @@ import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
-    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() }
+    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() + lockOrder() }
+
+    // MARK: Lock-order witness
+
+    static let witnessed = "uncontended lock+unlock, one other lock held"
+
+    static func lockOrder() -> [Row] {
+        let group = "lock-order witness"
+        return [
+            Row(group: group, workload: witnessed, impl: "QueueKit, witness on (report)", isQueueKit: true,
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(1, $0)  // QK_LOCK_ORDER_REPORT }),
+            Row(group: group, workload: witnessed, impl: "QueueKit, witness off", isQueueKit: false,
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(0, $0)  // QK_LOCK_ORDER_OFF }),
+        ]
+    }
 
     // MARK: Deadlock detection
 
@@ -192,6 +206,8 @@ enum Catalog {
         switch (workload, queueKit, anchor) {
         case ("uncontended lock+unlock", _, "pthread_mutex"):
             return Target(limit: 1.5, source: "issue 4")
+        case (witnessed, _, "QueueKit, witness off"):
+            return Target(limit: 3, source: "witness cost bound")
         case ("ping-pong round (2 threads)", _, "pthread mutex+condvar broadcast"):
             return Target(limit: 0.5, source: "issue 4")
         case ("ping-pong round (2 threads)", _, "Foundation NSConditionLock"):
