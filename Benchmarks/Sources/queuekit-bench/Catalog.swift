@@ -13,9 +13,9 @@ enum Catalog {
         let group = "lock-order witness"
         return [
             Row(group: group, workload: witnessed, impl: "QueueKit, witness on (report)", isQueueKit: true,
-                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(1, $0)  // QK_LOCK_ORDER_REPORT }),
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(1 /* QK_LOCK_ORDER_REPORT */, $0) }),
             Row(group: group, workload: witnessed, impl: "QueueKit, witness off", isQueueKit: false,
-                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(0, $0)  // QK_LOCK_ORDER_OFF }),
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(0 /* QK_LOCK_ORDER_OFF */, $0) }),
         ]
     }
 
