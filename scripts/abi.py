@@ -1,56 +1,144 @@
 #!/usr/bin/env python3
-"""The ABI gate of libqueuekit.so.0: its exported symbols against the record in the repository.
+"""The ABI gate of libqueuekit.so.0, the one check of what the library exports.
 
-The record is cmake/libqueuekit0.symbols, a Debian symbols file (it becomes the libqueuekit0
-package's DEBIAN/symbols, so dependent packages get the right minimum version): for every
-exported symbol, the version it first appeared in, and above it, as a comment, its C prototype
-without parameter names (taken from include/queuekit.h).
+The record, abi/libqueuekit.so.0.abi, is libabigail's description (abidw) of the released
+library: its exported symbols and, in C terms, every type of include/queuekit.h, every
+function's prototype (one typedef per function) and every status value. That DWARF comes from
+abi/abi-types.c, which CMake compiles into the library with -g (the Swift objects' own debug
+information describes Swift types, which libabigail skips). The gate compares the library at
+hand with the record using abidiff and fails on any incompatible change: a symbol removed or
+its version changed, a prototype changed, a struct's layout or an enum's values changed, a
+type or status removed. Additions are reported and pass. It also fails unless the library
+exports exactly the functions the header declares with QK_EXPORT, and the dpkg symbols file
+cmake/libqueuekit0.symbols lists exactly those.
 
-    abi.py check LIBRARY HEADER RECORD   fails when a recorded symbol is no longer exported or its
-                                         prototype or symbol version changed (incompatible under
-                                         the same SONAME), and when an exported symbol is not
-                                         recorded yet (adding one means adding it to the record)
-    abi.py gate LIBRARY HEADER RECORD    the check, after proving it catches each kind of break
-                                         on altered copies of the record (the test stage)
-    abi.py entry HEADER NAME VERSION     prints the record lines of one function
-    abi.py control RECORD OUTPUT         writes the record without its comments (DEBIAN/symbols)
+    abi.py gate LIBRARY HEADER RECORD SYMBOLS   the test stage: first proves on altered copies of
+                                               the library that the comparison catches a changed
+                                               struct, enum value and prototype and a removed
+                                               symbol, and passes a pure addition; then checks
+    abi.py check LIBRARY HEADER RECORD SYMBOLS  the check alone
+    abi.py exports LIBRARY HEADER SYMBOLS       only the export lists (no abidiff needed)
+    abi.py record LIBRARY RECORD                writes the record from LIBRARY (the installed,
+                                               CMake-built libqueuekit.so.0)
+    abi.py types HEADER OUTPUT                  writes the C description abi/abi-types.c includes
+    abi.py control SYMBOLS OUTPUT               the symbols file without comments (DEBIAN/symbols)
+
+How a new function lands:
+  1. Declare and document it in include/queuekit.h with QK_EXPORT, and export it.
+  2. The gate reports it as an addition ("added: qk_new_function") and fails only on the symbols
+     file, printing the line to add to cmake/libqueuekit0.symbols:
+         qk_new_function@Base X.Y.Z        (X.Y.Z: the header's QK_VERSION_*, its first release)
+  3. Re-record, so that later changes to it are caught too:
+         ./scripts/test.sh's install stage (or cmake --build build && cmake --install build
+         --prefix stage), then  scripts/abi.py record stage/lib/libqueuekit.so.0 abi/libqueuekit.so.0.abi
+     and commit the record with the header.
+Changing or removing anything recorded is an incompatible change under the SONAME
+libqueuekit.so.0: add a new function (or a new struct with its own size field) instead.
 """
-import contextlib
-import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from manpages import header_version, read_header  # noqa: E402  (the one parser of the header)
+from queuekit_header import exported_functions, header_version, read_header, status_map  # noqa: E402
 
-QUALIFIERS = {"const", "volatile", "restrict", "signed", "unsigned", "struct", "enum", "union"}
-
-
-def prototype(decl):
-    """A declaration as one line without export macros and parameter names:
-    'int qk_queue_sync(qk_queue_t *, void *, qk_function_t)'."""
-    decl = re.sub(r"\bQK_(EXPORT|NORETURN)\b", "", decl)
-    decl = " ".join(decl.replace(";", "").split())
-    match = re.match(r"(.*?\bqk_\w+)\s*\((.*)\)$", decl)
-    if not match:
-        return decl
-    params = []
-    for param in match.group(2).split(","):
-        param = param.strip()
-        named = re.match(r"(.*?)\s*\b([A-Za-z_]\w*)$", param)
-        if named and set(re.findall(r"[A-Za-z_]\w*", named.group(1))) - QUALIFIERS:
-            param = named.group(1).strip()
-        params.append(param)
-    return f"{match.group(1)}({', '.join(params)})".replace("( ", "(")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TYPES_SOURCE = os.path.join(ROOT, "abi", "abi-types.c")
+TYPES_HEADER = "queuekit-abi-types.h"
+# The public types only: those declared in the header and in the generated description (the
+# Swift objects carry no debug information in the library; the C types of system headers that
+# the public ones use stay, as what they refer to).
+SUPPRESSIONS = f"""[suppress_type]
+  source_location_not_in = queuekit.h, {TYPES_HEADER}
+  drop = yes
+"""
+ABIDW = ["abidw", "--load-all-types", "--no-corpus-path", "--no-comp-dir-path", "--no-show-locs",
+         "--no-elf-needed", "--type-id-style", "hash"]
+ABIDIFF = ["abidiff", "--non-reachable-types", "--no-show-locs"]
 
 
-def header_prototypes(header):
-    _, items, _ = read_header(header)
-    return {i.name: prototype(i.decl) for i in items if i.kind == "function"}
+# ------------------------------------------------------------------------------------------
+# The C description (built into the library) and the record
+# ------------------------------------------------------------------------------------------
 
+def types(header, output):
+    """queuekit-abi-types.h: the header, and for each exported function and each status of
+    QK_STATUS_MAP a type of its own holding its prototype or value, so that DWARF holds them and
+    abidiff compares them (it compares structs and enums, and sees a new one as an addition)."""
+    _, items, exported = read_header(header)
+    lines = ["/* Generated by scripts/abi.py types from queuekit.h: the C description of the ABI. */",
+             "#include <errno.h>",
+             '#include "queuekit.h"', ""]
+    lines += [f"struct qk_abi_function_{name} {{ __typeof__({name}) *prototype; }};"
+              for name in sorted(exported)]
+    lines += [""]
+    lines += [f"enum qk_abi_status_{code} {{ qk_abi_status_{code} = {code} }};"
+              for code, _ in status_map(items)]
+    lines += [""]
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    with open(output, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def describe(library, output):
+    """abidw of LIBRARY into OUTPUT, public types only, without paths (the same text from any
+    checkout)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        suppressions = os.path.join(tmp, "public.abignore")
+        with open(suppressions, "w", encoding="utf-8") as f:
+            f.write(SUPPRESSIONS)
+        xml = subprocess.run(ABIDW + ["--suppressions", suppressions, library], check=True,
+                             capture_output=True, text=True).stdout
+    if "name='qk_abi_function_" not in xml:
+        raise SystemExit(f"abi: {library} carries no C description of its ABI (DWARF of "
+                         "abi/abi-types.c): was it stripped, or built without it?")
+    # Translation units are named by path; keep the name relative to the source tree.
+    xml = re.sub(r"path='[^']*?/(abi/abi-types\.c)'", r"path='\1'", xml)
+    with open(output, "w", encoding="utf-8") as f:
+        f.write(xml)
+
+
+def record(library, path):
+    describe(library, path)
+    print(f"abi: recorded the ABI of {library} in {path}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# The comparison
+# ------------------------------------------------------------------------------------------
+
+def compare(old_xml, new_xml):
+    """abidiff OLD NEW: (incompatible changes, additions, the report). Whatever abidiff counts
+    as removed or changed is incompatible (it already leaves out what it judges harmless, such
+    as a new enumerator that does not change the enum's size); added is fine."""
+    result = subprocess.run(ABIDIFF + [old_xml, new_xml], capture_output=True, text=True)
+    if result.returncode & 3:   # 1: error, 2: usage error
+        raise SystemExit(f"abi: abidiff failed ({result.returncode}):\n{result.stderr}{result.stdout}")
+    report = result.stdout
+    incompatible, added = [], 0
+    for line in report.splitlines():
+        match = re.match(r"(.+?) summary: (.*)$", line.strip())
+        if not match:
+            continue
+        for number, kind in re.findall(r"(\d+) (removed|changed|added)", match.group(2), re.I):
+            if int(number) and kind.lower() != "added":
+                incompatible.append(f"{match.group(1).lower()}: {number} {kind.lower()}")
+            elif int(number):
+                added += int(number)
+    additions = [re.sub(r"^(struct|enum) qk_abi_(function|status)_", "", name)
+                 for name in re.findall(r"^\s*\[A\] '?([^'\n]+?)'?$", report, re.M)]
+    if result.returncode & 4 and not incompatible and not added:
+        incompatible.append("a change abidiff does not summarize")
+    return incompatible, sorted(set(additions)), report
+
+
+# ------------------------------------------------------------------------------------------
+# The export lists
+# ------------------------------------------------------------------------------------------
 
 def exported_symbols(library):
     """{name: version tag} of the defined dynamic symbols ('Base' when unversioned)."""
@@ -64,81 +152,166 @@ def exported_symbols(library):
     return symbols
 
 
-def read_record(path):
-    """(header line, {name: (version tag, minimum version, prototype comment)})."""
-    lines = open(path, encoding="utf-8").read().splitlines()
-    record, comment = {}, None
-    for line in lines[1:]:
-        if line.startswith("# "):
-            comment = line[2:].strip()
-        elif line.startswith(" "):
+def read_symbols(path):
+    """{name: (version tag, minimum version)} of a dpkg symbols file."""
+    entries = {}
+    for line in open(path, encoding="utf-8").read().splitlines()[1:]:
+        if line.startswith(" "):
             symbol, minimum = line.split()[:2]
             name, _, tag = symbol.partition("@")
-            record[name] = (tag, minimum, comment)
-            comment = None
-    return lines[0], record
+            entries[name] = (tag, minimum)
+    return entries
 
 
-def entry(name, proto, version):
-    return f"# {proto}\n {name}@Base {version}"
-
-
-def check(library, header, path):
-    _, record = read_record(path)
+def export_problems(library, header, symbols_path):
+    """Exports == the header's QK_EXPORT functions == the symbols file's entries."""
     exported = exported_symbols(library)
-    prototypes = header_prototypes(header)
+    declared = set(exported_functions(header))
+    listed = read_symbols(symbols_path)
     version = header_version(header)
-    rel = os.path.relpath(path)
+    rel = os.path.relpath(symbols_path)
     problems = []
-    for name, (tag, minimum, proto) in sorted(record.items()):
-        if name not in exported:
-            problems.append(f"REMOVED {name}: recorded in {rel} since {minimum} but no longer exported. "
-                            "Programs linked against libqueuekit.so.0 would fail to load: restore it "
-                            "(removing or changing a symbol needs a new SONAME, i.e. a new major version).")
-            continue
-        if exported[name] != tag:
-            problems.append(f"CHANGED {name}: symbol version {exported[name]}, recorded {tag}.")
-        if name in prototypes and proto != prototypes[name]:
-            problems.append(f"CHANGED {name}: the header declares\n    {prototypes[name]}\n  "
-                            f"the record says\n    {proto}\n  an incompatible change under the same "
-                            "SONAME: keep the old signature (add a new function instead).")
-    for name in sorted(set(exported) - set(record)):
-        proto = prototypes.get(name, "(not declared in the header)")
-        problems.append(f"NEW {name}: exported but not in the ABI record. Adding a symbol requires "
-                        f"updating the record: append to {rel}\n{entry(name, proto, version)}\n  "
-                        "(the version is the first release that ships it: the header's QK_VERSION_*).")
-    for problem in problems:
-        print(f"abi: {problem}", file=sys.stderr)
-    print(f"abi: {len(exported)} symbols exported, {len(record)} recorded, {len(problems)} problems")
-    return 1 if problems else 0
+    for name in sorted(set(exported) - declared):
+        problems.append(f"{name} is exported but not declared with QK_EXPORT in {os.path.basename(header)} "
+                        "(every exported symbol is a documented qk_* function of the header)")
+    for name in sorted(declared - set(exported)):
+        problems.append(f"{name} is declared in {os.path.basename(header)} but not exported")
+    for name in sorted(set(exported) - set(listed)):
+        problems.append(f"{name} is missing from {rel}: add the line\n     {name}@Base {version}")
+    for name in sorted(set(listed) - set(exported)):
+        problems.append(f"{name} is in {rel} but not exported: a removed symbol breaks every program "
+                        "linked against it (removing one needs a new SONAME)")
+    for name in sorted(set(listed) & set(exported)):
+        if listed[name][0] != exported[name]:
+            problems.append(f"{name}: symbol version {exported[name]}, {rel} says {listed[name][0]}")
+    return problems, len(exported), len(declared)
 
 
-def gate(library, header, path):
-    """The check, after proving on altered copies of the record that it catches each kind of
-    break: a symbol gone, a prototype changed, a symbol new and unrecorded."""
-    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
-    symbol_at = next(i for i, line in enumerate(lines) if line.startswith(" qk_"))
-    name = lines[symbol_at].split()[0].split("@")[0]
-    altered = {
-        "a recorded symbol that is no longer exported": lines + [
-            "# int qk_removed_function(void)\n", " qk_removed_function@Base 0.1.0\n"],
-        "a changed prototype": [("# void " + name + "(void)\n") if i == symbol_at - 1 else line
-                                for i, line in enumerate(lines)],
-        "an exported symbol missing from the record": [
-            line for i, line in enumerate(lines) if i not in (symbol_at - 1, symbol_at)],
+# ------------------------------------------------------------------------------------------
+# Commands
+# ------------------------------------------------------------------------------------------
+
+def check(library, header, record_path, symbols_path, quiet=False):
+    problems, n_exported, n_declared = export_problems(library, header, symbols_path)
+    recorded = open(record_path, encoding="utf-8").read()
+    if "soname='libqueuekit.so.0'" not in recorded or "name='qk_abi_function_" not in recorded:
+        raise SystemExit(f"abi: {record_path} is not a record of libqueuekit.so.0 made by `abi.py record`")
+    with tempfile.TemporaryDirectory() as tmp:
+        current = os.path.join(tmp, "current.abi")
+        describe(library, current)
+        incompatible, additions, report = compare(record_path, current)
+    if incompatible:
+        problems.append("incompatible ABI change against " + os.path.relpath(record_path) + " ("
+                        + ", ".join(incompatible) + "): restore what changed (a new function or a "
+                        "new struct instead), or, for a new major version, a new SONAME and record")
+    if not quiet:
+        if report.strip():
+            print(report.rstrip())
+        for name in additions:
+            print(f"abi: added: {name} (re-record: scripts/abi.py record LIBRARY {os.path.relpath(record_path)})")
+        for problem in problems:
+            print(f"abi: FAIL: {problem}", file=sys.stderr)
+        print(f"abi: {n_exported} symbols exported, {n_declared} functions declared, "
+              f"{len(additions)} additions, {len(problems)} problems")
+    return problems, additions
+
+
+def transplant(library, dwarf_source, output):
+    """A copy of LIBRARY whose debug information is that of DWARF_SOURCE's (a shared object):
+    the library as it would be built from another header, since its C description is the only
+    DWARF libabigail reads in it."""
+    sections = subprocess.run(["readelf", "-S", "-W", dwarf_source], check=True, capture_output=True,
+                              text=True).stdout
+    names = sorted(set(re.findall(r"\s(\.debug_\w+)\s", sections)))
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["objcopy", "--remove-section=.debug_*"]
+        for name in names:
+            dump = os.path.join(tmp, name.lstrip("."))
+            subprocess.run(["objcopy", "--dump-section", f"{name}={dump}", dwarf_source,
+                            os.path.join(tmp, "scratch")], check=True)
+            args += ["--add-section", f"{name}={dump}"]
+        subprocess.run(args + [library, output], check=True)
+
+
+def altered_library(library, header, tmp, name, edit):
+    """LIBRARY with the C description of an edited copy of HEADER (edit: text -> text)."""
+    work = os.path.join(tmp, name)
+    os.makedirs(work)
+    text = open(header, encoding="utf-8").read()
+    changed = edit(text)
+    if changed == text:
+        raise SystemExit(f"abi: the alteration '{name}' no longer applies to the header; update the gate")
+    with open(os.path.join(work, "queuekit.h"), "w", encoding="utf-8") as f:
+        f.write(changed)
+    types(os.path.join(work, "queuekit.h"), os.path.join(work, TYPES_HEADER))
+    compiler = os.environ.get("CC", "cc")
+    obj, dwarf = os.path.join(work, "abi-types.o"), os.path.join(work, "dwarf.so")
+    subprocess.run([compiler, "-g", "-fno-eliminate-unused-debug-types", "-fPIC", "-I", work,
+                    "-c", TYPES_SOURCE, "-o", obj], check=True)
+    subprocess.run([compiler, "-shared", "-nostdlib", obj, "-o", dwarf], check=True)
+    output = os.path.join(work, "libqueuekit.so.0")
+    transplant(library, dwarf, output)
+    return output
+
+
+def renamed_symbol(library, tmp, name):
+    """LIBRARY with the exported NAME renamed (its last letter changed): NAME is removed."""
+    data = open(library, "rb").read()
+    old = b"\0" + name.encode() + b"\0"
+    new = b"\0" + name[:-1].encode() + (b"Z" if name[-1] != "Z" else b"Y") + b"\0"
+    output = os.path.join(tmp, "renamed.so")
+    with open(output, "wb") as f:
+        f.write(data.replace(old, new))
+    return output
+
+
+def gate(library, header, record_path, symbols_path):
+    """Proves the comparison on altered libraries, then checks LIBRARY."""
+    def sub(pattern, replacement):
+        return lambda text: re.sub(pattern, replacement, text, count=1, flags=re.S)
+
+    breaks = {
+        "a changed struct (qk_condlock_stats_t's timeouts narrowed to 32 bits)":
+            sub(r"(typedef struct \{[^}]*?)uint64_t(\s+timeouts;)", r"\1uint32_t\2"),
+        "a struct that grew a field (qk_condlock_stats_t)":
+            sub(r"(\n\} qk_condlock_stats_t;)", r"\n    uint64_t added_field;\1"),
+        "a changed enum value (QK_QOS_UTILITY)": sub(r"QK_QOS_UTILITY = 1", "QK_QOS_UTILITY = 5"),
+        "a changed prototype (qk_condlock_lock_until's deadline)":
+            sub(r"(qk_condlock_lock_until\([^)]*?)uint64_t", r"\1uint32_t"),
+        "a removed status (EBUSY)": sub(r"    XX\(EBUSY, .*?\n(    XX\(ETIMEDOUT)", r"\1"),
     }
+    addition = sub(r"(QK_EXPORT const char \*qk_status_name\(int status\);)",
+                   r"\1\nQK_EXPORT int qk_abi_probe_addition(void);")
     missed = []
     with tempfile.TemporaryDirectory() as tmp:
-        for what, content in altered.items():
-            copy = os.path.join(tmp, "record.symbols")
-            with open(copy, "w", encoding="utf-8") as f:
-                f.writelines(content)
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                caught = check(library, header, copy) != 0
-            print(f"abi: the gate {'catches' if caught else 'MISSES'} {what}")
-            if not caught:
+        baseline = os.path.join(tmp, "baseline.abi")
+        describe(library, baseline)
+
+        def verdict(what, altered, expect_incompatible):
+            describe(altered, os.path.join(tmp, "altered.abi"))
+            incompatible, additions, _ = compare(baseline, os.path.join(tmp, "altered.abi"))
+            ok = bool(incompatible) == expect_incompatible
+            word = "catches" if expect_incompatible else "passes"
+            print(f"abi: the gate {word if ok else 'MISSES' if expect_incompatible else 'REJECTS'} {what}"
+                  + (f" ({', '.join(incompatible)})" if incompatible else
+                     f" (added: {', '.join(additions)})" if additions else ""))
+            if not ok:
                 missed.append(what)
-    return check(library, header, path) or (1 if missed else 0)
+
+        for i, (what, edit) in enumerate(breaks.items()):
+            verdict(what, altered_library(library, header, tmp, f"break{i}", edit), True)
+        verdict("a removed symbol (qk_version_number)", renamed_symbol(library, tmp, "qk_version_number"), True)
+        verdict("an added function (a pure addition)",
+                altered_library(library, header, tmp, "addition", addition), False)
+        verdict("a new enumerator at the end of an enum (QK_QOS_USER_INTERACTIVE + 1)",
+                altered_library(library, header, tmp, "enumerator", sub(
+                    r"(QK_QOS_USER_INTERACTIVE = 4)", r"\1,\n    QK_QOS_PROBE_ADDITION = 5")), False)
+        verdict("the library's own C description transplanted unchanged",
+                altered_library(library, header, tmp, "unchanged", lambda text: text + "\n"), False)
+    problems, _ = check(library, header, record_path, symbols_path)
+    if missed:
+        print(f"abi: FAIL: the comparison is not trustworthy: it misjudges {'; '.join(missed)}", file=sys.stderr)
+    return 1 if problems or missed else 0
 
 
 def control(path, output):
@@ -149,18 +322,27 @@ def control(path, output):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[0] == "check":
-        return check(*argv[1:])
-    if len(argv) == 4 and argv[0] == "gate":
-        return gate(*argv[1:])
-    if len(argv) == 4 and argv[0] == "entry":
-        print(entry(argv[2], header_prototypes(argv[1])[argv[2]], argv[3]))
-        return 0
-    if len(argv) == 3 and argv[0] == "control":
-        control(*argv[1:])
-        return 0
-    print(__doc__, file=sys.stderr)
-    return 2
+    commands = {
+        ("gate", 4): lambda: gate(*argv[1:]),
+        ("check", 4): lambda: 1 if check(*argv[1:])[0] else 0,
+        ("exports", 3): lambda: exports(*argv[1:]),
+        ("record", 2): lambda: record(*argv[1:]),
+        ("types", 2): lambda: types(*argv[1:]) or 0,
+        ("control", 2): lambda: control(*argv[1:]) or 0,
+    }
+    command = commands.get((argv[0] if argv else "", len(argv) - 1))
+    if not command:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return command()
+
+
+def exports(library, header, symbols_path):
+    problems, n_exported, n_declared = export_problems(library, header, symbols_path)
+    for problem in problems:
+        print(f"abi: FAIL: {problem}", file=sys.stderr)
+    print(f"abi: {n_exported} symbols exported, {n_declared} functions declared, {len(problems)} problems")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

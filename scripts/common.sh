@@ -30,7 +30,7 @@ quietly() {
 
 # Installs the Debian packages the build needs, only those missing (apt-get update once).
 ensure_packages() {
-    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind)
+    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind abigail-tools)
     if ! command -v dpkg-query >/dev/null; then
         echo "not a Debian system: make sure these are installed: ${wanted[*]}" >&2
         return 0
