@@ -255,7 +255,7 @@ public final class DBQueue: @unchecked Sendable {
         case .exclusive: return Access(caller: caller, isInline: true, isExclusive: true)
         case .shared: throw .wouldDeadlock
         case .none:
-            LockOrder.writing(queue, call: "qk_dbqueue_write")
+            LockOrder.writing(queue, call: "qk_dbqueue_write", thenWaits: true)
             guard LockOrder.willWait(for: queue, .exclusive, call: "qk_dbqueue_write") else { throw .wouldDeadlock }
             guard acquire(.write, call: .write) else { throw .wouldDeadlock }
             return Access(caller: caller, isInline: false, isExclusive: true)

@@ -226,6 +226,24 @@ final class LockOrderTests {
         #expect(OrderLog.shared.reports(mentioning: tag).count == 1)
     }
 
+    @Test("at most one report per call: a first write that closes a remembered cycle and a new one reports once")
+    func oneReportPerCall() {
+        let tag = unique("one-per-call")
+        let db = WDB("\(tag).db")
+        let first = DLock("\(tag).first"), second = DLock("\(tag).second")
+        defer { #expect(db.destroy() == 0); _ = first.destroy(); _ = second.destroy() }
+        // Remembered: reads of db and `first` in both orders.
+        onThread("lo-r1") { ok(db.read { #expect(first.lock() == 0); #expect(first.unlock() == 0) }) }
+        onThread("lo-r2") { #expect(first.lock() == 0); #expect(db.read {} == 0); #expect(first.unlock() == 0) }
+        // A read of db, then `second`: the first write below, holding `second`, closes this too.
+        onThread("lo-r3") { ok(db.read { #expect(second.lock() == 0); #expect(second.unlock() == 0) }) }
+        #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
+        onThread("lo-w") { #expect(second.lock() == 0); #expect(db.write {} == 0); #expect(second.unlock() == 0) }
+        let reports = OrderLog.shared.reports(mentioning: tag)
+        #expect(reports.count == 1)
+        #expect(reports.first?.contains("qk_dbqueue_write(DB queue \"\(tag).db\")") == true)
+    }
+
     @Test("a write_async marks the DB queue written too: a later read-read cycle is reported at once")
     func writeAsyncMarksWritten() {
         let tag = unique("async-written")

@@ -110,10 +110,12 @@ enum LockOrder {
 
     /// `queue` (a DB queue's identity queue, or a concurrent queue) is written (a write,
     /// `write_async`) or gets a barrier: its shared holders conflict from now on. Reports, on this
-    /// thread, a cycle that only a meeting of two of its readers held back.
+    /// thread, a cycle that only a meeting of two of its readers held back. `thenWaits`: the call
+    /// goes on to ``willWait(for:_:call:deadline:)`` or ``willSync(onto:barrier:call:)``, which
+    /// then reports nothing more (at most one report per call).
     @inline(__always)
-    static func writing(_ queue: Queue, call: StaticString) {
-        if _slowPath(isOn) { markWritten(LockOrderObject(queue), call: call) }
+    static func writing(_ queue: Queue, call: StaticString, thenWaits: Bool = false) {
+        if _slowPath(isOn) { markWritten(LockOrderObject(queue), call: call, thenWaits: thenWaits) }
     }
 
     /// `object` is being destroyed or freed: its node, edges and cycles are forgotten.
@@ -131,6 +133,7 @@ enum LockOrder {
         if state.pointee.inHandler { return }
         if let call, state.pointee.count != 0 || holdsMainQueue, waits(until: deadline) {
             _ = record(object, .exclusive, call: call, timed: deadline != MonotonicClock.forever, state: state)
+            state.pointee.reportedInCall = false
         }
         state.pointee.push(object.address, .exclusive, isBlock: false)
     }
@@ -145,6 +148,7 @@ enum LockOrder {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return false }
+        defer { state.pointee.reportedInCall = false }
         // Global queues are never held, so no cycle runs through them.
         guard queue.honoursBarriers else { return true }
         let mode: LockOrderMode = barrier || queue.isSerial ? .exclusive : .shared
@@ -204,6 +208,7 @@ enum LockOrder {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return false }
+        defer { state.pointee.reportedInCall = false }
         guard waits(until: deadline) else { return true }
         return record(target, mode, call: call, timed: deadline != MonotonicClock.forever, state: state)
     }
@@ -272,7 +277,7 @@ enum LockOrder {
             }
         }
         if full { overflowed() }
-        if let report { deliver(report, state: state) }
+        if let report, !state.pointee.reportedInCall { deliver(report, state: state) }
     }
 
     /// What an edge's first sighting records: the call, the thread, the call site.
@@ -286,7 +291,7 @@ enum LockOrder {
     }
 
     @inline(never)
-    private static func markWritten(_ object: LockOrderObject, call: StaticString) {
+    private static func markWritten(_ object: LockOrderObject, call: StaticString, thenWaits: Bool) {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return }
@@ -300,7 +305,10 @@ enum LockOrder {
                 report = LockOrderReport.text(call: call, object: object, cycle: cycle, newEdge: nil)
             }
         }
-        if let report { deliver(report, state: state) }
+        if let report {
+            deliver(report, state: state)
+            state.pointee.reportedInCall = thenWaits
+        }
     }
 
     @inline(never)
@@ -320,6 +328,7 @@ enum LockOrder {
     /// witnessed), then aborts in abort mode.
     private static func deliver(_ report: String, state: UnsafeMutablePointer<LockOrderThread>) {
         let abort = qkshim_lockorder_mode_get() == 2
+        state.pointee.reportedInCall = true
         state.pointee.inHandler = true
         handler.call(report)
         state.pointee.inHandler = false

@@ -46,6 +46,8 @@ struct LockOrderThread {
     var session: UInt64 = 0
     /// Whether the thread runs the lock-order handler: its calls are not witnessed.
     var inHandler = false
+    /// Whether the current call has had its report (a call reports at most one cycle).
+    var reportedInCall = false
     /// Whether the one line about nesting deeper than ``capacity`` has been printed.
     var warnedDepth = false
     let held: UnsafeMutablePointer<LockOrderHeld>
