@@ -82,13 +82,12 @@ enum ExecutionContext {
     ) throws(E) -> R {
         let saved = qkshim_frame_get()
         var frame = ExecutionFrame(queue: queue, isExclusive: exclusive, outer: outer)
-        let witnessed = LockOrder.enteredBlock(of: queue, exclusive: exclusive)
-        defer {
-            qkshim_frame_set(saved)
-            LockOrder.leftBlock(witnessed)
-        }
+        defer { qkshim_frame_set(saved) }
         return try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
             qkshim_frame_set(UnsafeMutableRawPointer(pointer))
+            if _slowPath(LockOrder.isOn) {
+                return try LockOrder.holding(queue, exclusive: exclusive) { () throws(E) -> R in try ThreadSanitizer.userCode(body) }
+            }
             return try ThreadSanitizer.userCode(body)
         }
     }

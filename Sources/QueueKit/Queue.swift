@@ -263,9 +263,7 @@ public final class Queue: @unchecked Sendable {
             }
         }
         let countsBarrier = barrier && !isSerial
-        let witnessCall = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
-        if countsBarrier { LockOrder.writing(self, call: witnessCall, thenWaits: true) }
-        guard LockOrder.willSync(onto: self, barrier: barrier, call: witnessCall) else { throw .wouldDeadlock }
+        guard LockOrder.willSync(onto: self, barrier: barrier, call: call) else { throw .wouldDeadlock }
         if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
         let record = ThreadRecord.current
         let refusal = WaitRegistry.enter(

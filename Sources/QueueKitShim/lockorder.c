@@ -19,7 +19,8 @@ static void (*qkshim_lockorder_on_exit)(void *state);
 
 static void qkshim_lockorder_thread_exit(void *state) {
     qkshim_tls_lockorder = NULL;
-    if (state != NULL && qkshim_lockorder_on_exit != NULL) qkshim_lockorder_on_exit(state);
+    void (*on_exit)(void *) = __atomic_load_n(&qkshim_lockorder_on_exit, __ATOMIC_ACQUIRE);
+    if (state != NULL && on_exit != NULL) on_exit(state);
 }
 
 static void qkshim_lockorder_make_key(void) {

@@ -80,9 +80,11 @@ enum LockOrder {
 
     /// A sync, barrier sync or perform onto `queue` that is not inline: asks for the queue
     /// (shared on a concurrent queue, unless `barrier`) and, onto a serial queue, for each serial
-    /// queue it targets. False when the call must be refused (see ``willWait(for:_:call:deadline:)``).
+    /// queue it targets; a barrier onto a concurrent queue marks it written first (see
+    /// ``writing(_:call:thenWaits:)``). `call` is `nil` for `qk_queue_sync` and `barrier_sync`.
+    /// False when the call must be refused (see ``willWait(for:_:call:deadline:)``).
     @inline(__always)
-    static func willSync(onto queue: Queue, barrier: Bool, call: StaticString) -> Bool {
+    static func willSync(onto queue: Queue, barrier: Bool, call: StaticString?) -> Bool {
         if _fastPath(!isOn) { return true }
         return recordSync(queue, barrier: barrier, call: call)
     }
@@ -91,6 +93,16 @@ enum LockOrder {
     @inline(__always)
     static func released(_ object: AnyObject) {
         if _slowPath(isOn) { pop(LockOrderObject(object).address) }
+    }
+
+    /// Runs `body`, a block of `queue` (run by any call, also inline), with the thread holding
+    /// `queue` (`exclusive` or shared) and the serial queues it targets, while the witness is on.
+    /// Out of line, so that the inlined run path of every block gains only the mode check.
+    @inline(never)
+    static func holding<R, E: Error>(_ queue: Queue, exclusive: Bool, _ body: () throws(E) -> R) throws(E) -> R {
+        let entries = enter(queue, exclusive: exclusive)
+        defer { leftBlock(entries) }
+        return try body()
     }
 
     /// A block of `queue` starts on this thread (run by any call, also inline): the thread holds
@@ -144,13 +156,15 @@ enum LockOrder {
     }
 
     @inline(never)
-    private static func recordSync(_ queue: Queue, barrier: Bool, call: StaticString) -> Bool {
+    private static func recordSync(_ queue: Queue, barrier: Bool, call: StaticString?) -> Bool {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return false }
         defer { state.pointee.reportedInCall = false }
         // Global queues are never held, so no cycle runs through them.
         guard queue.honoursBarriers else { return true }
+        let call = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
+        if barrier && !queue.isSerial { markWritten(LockOrderObject(queue), call: call, thenWaits: true) }
         let mode: LockOrderMode = barrier || queue.isSerial ? .exclusive : .shared
         _ = record(LockOrderObject(queue), mode, call: call, timed: false, state: state)
         guard queue.isSerial else { return true }
