@@ -2,6 +2,7 @@
 #include "queuekit_shim_lockorder.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <execinfo.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 _Atomic uint8_t qkshim_lockorder_mode;
 _Atomic uint64_t qkshim_lockorder_epoch;
 _Atomic uint64_t qkshim_lockorder_session = 1;
+_Atomic uint64_t qkshim_lockorder_nodes[(1u << QKSHIM_LOCKORDER_NODE_BITS) / 64];
 __thread void *qkshim_tls_lockorder __attribute__((tls_model("initial-exec")));
 
 static pthread_key_t qkshim_lockorder_key;
@@ -42,6 +44,11 @@ void qkshim_lockorder_thread_install(void *state, void (*on_exit)(void *state)) 
     }
 }
 
+void qkshim_lockorder_nodes_clear(void) {
+    for (size_t index = 0; index < sizeof qkshim_lockorder_nodes / sizeof qkshim_lockorder_nodes[0]; index++)
+        __atomic_store_n((uint64_t *)&qkshim_lockorder_nodes[index], 0, __ATOMIC_RELAXED);
+}
+
 int qkshim_lockorder_parse(const char *text) {
     if (text == NULL) return -1;
     if (strcmp(text, "off") == 0) return 0;
@@ -67,12 +74,36 @@ __attribute__((constructor)) static void qkshim_lockorder_read_env(void) {
     qkshim_lockorder_mode_set((uint8_t)mode);
 }
 
-/* The object this file is part of (libqueuekit.so, or the program QueueKit is linked into). */
-static const void *qkshim_lockorder_own_base(const char **name) {
+/* The object this file is part of (libqueuekit.so, or the program QueueKit is linked into), and
+ * the address range of its loaded segments, found once. */
+static struct {
+    pthread_once_t once;
+    const void *base;
+    const char *name;
+    uintptr_t start, end;
+} qkshim_lockorder_self = { PTHREAD_ONCE_INIT, NULL, NULL, 0, 0 };
+
+static int qkshim_lockorder_find_segments(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    if ((const void *)info->dlpi_addr != qkshim_lockorder_self.base) return 0;
+    for (int index = 0; index < info->dlpi_phnum; index++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[index];
+        if (segment->p_type != PT_LOAD) continue;
+        uintptr_t start = info->dlpi_addr + segment->p_vaddr, end = start + segment->p_memsz;
+        if (qkshim_lockorder_self.start == 0 || start < qkshim_lockorder_self.start) qkshim_lockorder_self.start = start;
+        if (end > qkshim_lockorder_self.end) qkshim_lockorder_self.end = end;
+    }
+    return 1;
+}
+
+static void qkshim_lockorder_find_self(void) {
     Dl_info info;
-    if (dladdr((void *)&qkshim_lockorder_own_base, &info) == 0) return NULL;
-    *name = info.dli_fname;
-    return info.dli_fbase;
+    if (dladdr((void *)&qkshim_lockorder_find_self, &info) == 0) return;
+    qkshim_lockorder_self.base = info.dli_fbase;
+    qkshim_lockorder_self.name = info.dli_fname;
+    /* dlpi_addr is the load bias; for a shared object it is also dli_fbase. */
+    dl_iterate_phdr(qkshim_lockorder_find_segments, NULL);
 }
 
 static bool qkshim_lockorder_is_queuekit_symbol(const char *symbol) {
@@ -85,18 +116,22 @@ static bool qkshim_lockorder_is_queuekit_symbol(const char *symbol) {
 uintptr_t qkshim_lockorder_call_site(void) {
     void *frames[48];
     int count = backtrace(frames, 48);
-    const char *own_name = NULL;
-    const void *own_base = qkshim_lockorder_own_base(&own_name);
-    /* In libqueuekit.so every frame of the library is QueueKit's; linked into a program, only
-     * the frames whose symbols say so are. */
-    bool own_is_library = own_name != NULL && strstr(own_name, "libqueuekit") != NULL;
+    pthread_once(&qkshim_lockorder_self.once, qkshim_lockorder_find_self);
+    /* In libqueuekit.so every frame of the library is QueueKit's (an address range test); linked
+     * into a program, only the frames whose symbols say so are (dladdr). */
+    bool own_is_library = qkshim_lockorder_self.name != NULL && strstr(qkshim_lockorder_self.name, "libqueuekit") != NULL
+        && qkshim_lockorder_self.end != 0;
     for (int index = 1; index < count; index++) {
+        uintptr_t address = (uintptr_t)frames[index];
+        if (own_is_library) {
+            if (address >= qkshim_lockorder_self.start && address < qkshim_lockorder_self.end) continue;
+            return address;
+        }
         Dl_info info;
         memset(&info, 0, sizeof info);
-        if (dladdr(frames[index], &info) == 0) return (uintptr_t)frames[index];
-        if (own_is_library && info.dli_fbase == own_base) continue;
+        if (dladdr(frames[index], &info) == 0) return address;
         if (qkshim_lockorder_is_queuekit_symbol(info.dli_sname)) continue;
-        return (uintptr_t)frames[index];
+        return address;
     }
     return 0;
 }

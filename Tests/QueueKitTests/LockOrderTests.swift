@@ -535,6 +535,8 @@ final class LockOrderTests {
         let locks = (0..<count).map { _ in DLock("\(tag).n") }
         defer { _ = holder.destroy(); locks.forEach { _ = $0.destroy() } }
         let modes = Shared<[Int32]>([])
+        LockOrder.recordsCallSites = false
+        defer { LockOrder.recordsCallSites = true }
         onThread("lo-limit") {
             #expect(holder.lock() == 0)
             for lock in locks {

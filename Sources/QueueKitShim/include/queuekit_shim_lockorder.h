@@ -46,6 +46,25 @@ static inline void qkshim_lockorder_session_bump(void) {
     __atomic_fetch_add((uint64_t *)&qkshim_lockorder_session, 1, __ATOMIC_RELAXED);
 }
 
+/* Which objects may have a node in the graph: one bit per hash of the object's address, set
+ * (under the graph's lock) when a node is made, cleared when the graph is made or dropped. An
+ * object whose bit is clear has no node, so destroying it does not take the graph's lock; a set
+ * bit (or a collision) only means "look". */
+#define QKSHIM_LOCKORDER_NODE_BITS 18
+extern _Atomic uint64_t qkshim_lockorder_nodes[(1u << QKSHIM_LOCKORDER_NODE_BITS) / 64];
+static inline uint32_t qkshim_lockorder_node_hash(uintptr_t address) {
+    return (uint32_t)(((uint64_t)(address >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - QKSHIM_LOCKORDER_NODE_BITS));
+}
+static inline void qkshim_lockorder_node_mark(uintptr_t address) {
+    uint32_t bit = qkshim_lockorder_node_hash(address);
+    __atomic_fetch_or((uint64_t *)&qkshim_lockorder_nodes[bit / 64], 1ull << (bit % 64), __ATOMIC_RELEASE);
+}
+static inline bool qkshim_lockorder_node_maybe(uintptr_t address) {
+    uint32_t bit = qkshim_lockorder_node_hash(address);
+    return (__atomic_load_n((uint64_t *)&qkshim_lockorder_nodes[bit / 64], __ATOMIC_ACQUIRE) >> (bit % 64)) & 1;
+}
+void qkshim_lockorder_nodes_clear(void);
+
 /* The calling thread's witness state (LockOrderThread.swift), NULL until it is made. */
 extern __thread void *qkshim_tls_lockorder __attribute__((tls_model("initial-exec")));
 static inline void *qkshim_lockorder_thread_get(void) { return qkshim_tls_lockorder; }

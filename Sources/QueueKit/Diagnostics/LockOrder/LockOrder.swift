@@ -30,13 +30,13 @@ enum LockOrder {
         modeChange.withLock { _ in
             let old = qkshim_lockorder_mode_get()
             if old == 0 && new != 0 {
-                graph.withLock { $0 = LockOrderGraph() }
+                graph.withLock { $0 = LockOrderGraph(); qkshim_lockorder_nodes_clear() }
                 qkshim_lockorder_session_bump()
                 qkshim_lockorder_epoch_bump()
             }
             qkshim_lockorder_mode_set(new)
             if new == 0 && old != 0 {
-                graph.withLock { $0 = nil }
+                graph.withLock { $0 = nil; qkshim_lockorder_nodes_clear() }
                 qkshim_lockorder_epoch_bump()
             }
         }
@@ -280,7 +280,7 @@ enum LockOrder {
                     from: address, to: target.address, bits: LockOrderGraph.EdgeKey.bits(from: heldMode, to: mode, timed: timed))
                 if graph.contains(key) { continue }
                 if graph.edgeCount >= LockOrderGraph.edgeLimit { full = true; break }
-                if record == nil { record = firstSighting(call: call, timed: timed) }
+                if record == nil { record = firstSighting(call: call, timed: timed, state: state) }
                 if let cycle = graph.add(key, from: LockOrderObject(address: address), to: target, record: record!),
                    best == nil || cycle.edges.count < best!.edges.count {
                     best = cycle
@@ -295,14 +295,31 @@ enum LockOrder {
     }
 
     /// What an edge's first sighting records: the call, the thread, the call site.
-    private static func firstSighting(call: StaticString, timed: Bool) -> LockOrderGraph.Record {
-        let name = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
-            qkshim_thread_get_name(pthread_self(), buffer.baseAddress!, buffer.count) == 0
-                ? String(cString: buffer.baseAddress!) : ""
+    private static func firstSighting(
+        call: StaticString, timed: Bool, state: UnsafeMutablePointer<LockOrderThread>
+    ) -> LockOrderGraph.Record {
+        let now = qkshim_now_coarse_ns()
+        if state.pointee.nameRead == 0 || now &- state.pointee.nameRead > 1_000_000_000 {
+            state.pointee.name = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buffer in
+                qkshim_thread_get_name(pthread_self(), buffer.baseAddress!, buffer.count) == 0
+                    ? String(cString: buffer.baseAddress!) : ""
+            }
+            state.pointee.nameRead = now
         }
-        return LockOrderGraph.Record(
-            call: call, timed: timed, thread: qkshim_thread_id(), threadName: name, site: qkshim_lockorder_call_site())
+        let name = state.pointee.name
+        #if QUEUEKIT_TESTING
+        let site: UInt = recordsCallSites ? qkshim_lockorder_call_site() : 0
+        #else
+        let site = qkshim_lockorder_call_site()
+        #endif
+        return LockOrderGraph.Record(call: call, timed: timed, thread: qkshim_thread_id(), threadName: name, site: site)
     }
+
+    #if QUEUEKIT_TESTING
+    /// Test seam: whether first sightings look up their call site (a stack walk; the edge-limit
+    /// test makes 65,537 of them).
+    nonisolated(unsafe) static var recordsCallSites = true
+    #endif
 
     @inline(never)
     private static func markWritten(_ object: LockOrderObject, call: StaticString, thenWaits: Bool) {
@@ -327,6 +344,8 @@ enum LockOrder {
 
     @inline(never)
     private static func drop(_ address: UInt) {
+        // Most objects never had a node: no lock for them.
+        guard qkshim_lockorder_node_maybe(address) else { return }
         let forgot = graph.withLock { graph in graph?.forget(address) ?? false }
         if forgot { qkshim_lockorder_epoch_bump() }
     }
@@ -365,6 +384,7 @@ enum LockOrder {
         graph.releaseInChild { graph in
             if let old = graph { _ = Unmanaged.passRetained(old) }   // abandoned
             graph = isOn ? LockOrderGraph() : nil
+            qkshim_lockorder_nodes_clear()
         }
         handler.releaseInChild()
         qkshim_lockorder_epoch_bump()

@@ -1,3 +1,5 @@
+import QueueKitShim
+
 /// The order graph of the lock-order witness, kept acyclic, with an incremental cycle search.
 ///
 /// **Vertices.** Each witnessed object is four vertices: asked for exclusively, asked for shared,
@@ -90,10 +92,11 @@ final class LockOrderGraph {
     private static func askedVertex(_ base: Int32, _ mode: LockOrderMode) -> Int32 { base + Int32(mode.rawValue) }
     private static func heldVertex(_ base: Int32, _ mode: LockOrderMode) -> Int32 { base + 2 + Int32(mode.rawValue) }
 
-    /// The node of `object`, made when it has none.
-    private func node(for object: LockOrderObject) -> Node {
+    /// The first vertex of `object`'s node, made when it has none. (Only the vertex: a copy of
+    /// the node would share its edge list, which the caller then appends to.)
+    private func base(for object: LockOrderObject) -> Int32 {
         let key = object.address
-        if let node = nodes[key] { return node }
+        if let base = nodes[key]?.base { return base }
         let base: Int32
         if let reused = freeBlocks.popLast() {
             base = reused
@@ -108,12 +111,13 @@ final class LockOrderGraph {
         }
         let node = Node(object: object, base: base)
         nodes[key] = node
+        qkshim_lockorder_node_mark(key)
         let inE = Self.askedVertex(base, .exclusive), inS = Self.askedVertex(base, .shared)
         let outE = Self.heldVertex(base, .exclusive), outS = Self.heldVertex(base, .shared)
         link(inE, outE)
         link(inE, outS)
         link(inS, outE)
-        return node
+        return base
     }
 
     private func link(_ from: Int32, _ to: Int32) {
@@ -132,12 +136,12 @@ final class LockOrderGraph {
     /// (the edge is then remembered as known but left out of the order), or `nil`.
     func add(_ key: EdgeKey, from: LockOrderObject, to: LockOrderObject, record: Record) -> Cycle? {
         guard edges[key] == nil else { return nil }
-        let source = node(for: from), target = node(for: to)
+        let source = base(for: from), target = base(for: to)
         edges[key] = record
         nodes[key.from]?.edges.append(key)
         nodes[key.to]?.edges.append(key)
-        let u = Self.heldVertex(source.base, key.fromMode)
-        let v = Self.askedVertex(target.base, key.toMode)
+        let u = Self.heldVertex(source, key.fromMode)
+        let v = Self.askedVertex(target, key.toMode)
         let pair = Self.pair(u, v)
         if vertexEdges[pair] != nil { return nil }   // the same vertex edge, timed the other way
         if let path = insert(u, v) { return cycle(closing: key, record: record, path: path) }
@@ -149,11 +153,10 @@ final class LockOrderGraph {
     /// this closes (one that only a meeting of two shared holders of `object` held back), or
     /// `nil`; the cycle's last edge is the one into `object`'s shared side.
     func markWritten(_ object: LockOrderObject) -> Cycle? {
-        var node = node(for: object)
-        if node.written { return nil }
-        node.written = true
-        nodes[object.address] = node
-        let inS = Self.askedVertex(node.base, .shared), outS = Self.heldVertex(node.base, .shared)
+        let base = base(for: object)
+        if nodes[object.address]?.written == true { return nil }
+        nodes[object.address]?.written = true
+        let inS = Self.askedVertex(base, .shared), outS = Self.heldVertex(base, .shared)
         guard let path = insert(inS, outS) else { return nil }
         // The path runs from outS (held shared) around to inS (asked shared): object edges only.
         return Cycle(edges: objectEdges(along: path))

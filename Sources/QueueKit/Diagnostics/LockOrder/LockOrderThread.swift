@@ -46,6 +46,10 @@ struct LockOrderThread {
     var session: UInt64 = 0
     /// Whether the thread runs the lock-order handler: its calls are not witnessed.
     var inHandler = false
+    /// The thread's pthread name as first sightings record it, and when it was read (reading it
+    /// is a read of /proc): read again after a second.
+    var name = ""
+    var nameRead: UInt64 = 0
     /// Whether the current call has had its report (a call reports at most one cycle).
     var reportedInCall = false
     /// Whether the one line about nesting deeper than ``capacity`` has been printed.
