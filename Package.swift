@@ -1,4 +1,7 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 import PackageDescription
 
@@ -27,16 +30,27 @@ let package = Package(
             // Test seams (hooks and counters the tests observe) exist in debug builds only.
             swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))]
         ),
-        // Only the link of the `queuekit` dynamic product: its version script keeps the exports to qk_*.
+        // The C face: the @_cdecl exports of include/queuekit.h over the core's `package` API, the
+        // code of the `queuekit` dynamic product.
+        .target(
+            name: "QueueKitCAPI",
+            dependencies: ["QueueKit", "CQueueKit", "QueueKitShim"],
+            path: "Sources/QueueKitCAPI",
+            swiftSettings: [.define("QUEUEKIT_TESTING", .when(configuration: .debug))]
+        ),
+        // Only the link of the `queuekit` dynamic product: its version script keeps the exports to
+        // qk_* (linker settings reach every binary linking a target, hence a target of its own).
         .target(
             name: "QueueKitCLibrary",
-            dependencies: ["QueueKit"],
+            dependencies: ["QueueKitCAPI"],
             path: "Sources/QueueKitCLibrary",
-            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])]
+            linkerSettings: [
+                .unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])
+            ]
         ),
         .testTarget(
             name: "QueueKitTests",
-            dependencies: ["QueueKit", "CQueueKit"],
+            dependencies: ["QueueKit", "QueueKitCAPI", "CQueueKit"],
             path: "Tests/QueueKitTests"
         ),
     ],

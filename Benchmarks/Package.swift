@@ -1,4 +1,7 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 // queuekit-bench, in a package of its own so that building QueueKit builds only the library.
 //
 // The C kernels call QueueKit as C programs do: through the installed <queuekit.h> and the
@@ -15,7 +18,8 @@ import PackageDescription
 let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
 
 /// The install prefix of the C library.
-let prefix = ProcessInfo.processInfo.environment["QUEUEKIT_PREFIX"]
+let prefix =
+    ProcessInfo.processInfo.environment["QUEUEKIT_PREFIX"]
     ?? repository.appendingPathComponent("stage").path
 
 /// The directory holding <dispatch/dispatch.h> (and <os/…>, <Block.h>): the toolchain's

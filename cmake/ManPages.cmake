@@ -1,3 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Manual pages: section 3 for every exported function and section 7 `queuekit` for the overview,
 # generated at build time from the documentation of include/queuekit.h by scripts/manpages.py
 # (nothing listed by hand: a new QK_EXPORT declaration gets its page), installed under

@@ -1,3 +1,6 @@
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Debian packages of the C library, made by CPack's DEB generator (./scripts/package.sh):
 #
 #   libqueuekit0     component runtime:     libqueuekit.so.0.x.y and its SONAME link
@@ -18,7 +21,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME queuekit)
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_VENDOR "QueueKit")
-set(CPACK_PACKAGE_CONTACT "QueueKit maintainers <queuekit@example.org>")
+set(CPACK_PACKAGE_CONTACT "QueueKit developers <maintainers@queuekit.dev>")
 set(CPACK_PACKAGE_DIRECTORY "${PROJECT_SOURCE_DIR}/dist")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * condlock_producer_consumer.c — a bounded producer/consumer on a QueueKit condition lock.
  *
@@ -30,8 +33,8 @@ static qk_condlock_t *mailbox_lock;
 static long long items_per_producer = 2000;
 
 /* Guarded by mailbox_lock. */
-static long long slot;                                    /* the item in the mailbox */
-static unsigned char *times_consumed;                     /* per item id */
+static long long slot;                /* the item in the mailbox */
+static unsigned char *times_consumed; /* per item id */
 static unsigned long long produced_sum, consumed_sum;
 
 /* Stops the program on an unexpected status: every call below is expected to succeed. */
@@ -96,14 +99,17 @@ int main(int argc, char **argv) {
     /* Consumers take uneven, random shares of the items, so they finish at different times. */
     left = total;
     for (c = 0; c < CONSUMERS - 1; c++) {
-        shares[c] = left / (CONSUMERS - c) / 2 + arc4random_uniform((uint32_t)(left / (CONSUMERS - c)) + 1);
+        shares[c] =
+            left / (CONSUMERS - c) / 2 + arc4random_uniform((uint32_t)(left / (CONSUMERS - c)) + 1);
         if (shares[c] > left) shares[c] = left;
         left -= shares[c];
     }
     shares[CONSUMERS - 1] = left;
 
     for (c = 0; c < CONSUMERS; c++)
-        if (pthread_create(&threads[PRODUCERS + c], NULL, consumer, (void *)(intptr_t)shares[c]) != 0) return 1;
+        if (pthread_create(&threads[PRODUCERS + c], NULL, consumer, (void *)(intptr_t)shares[c]) !=
+            0)
+            return 1;
     for (c = 0; c < PRODUCERS; c++)
         if (pthread_create(&threads[c], NULL, producer, (void *)(intptr_t)c) != 0) return 1;
     for (c = 0; c < PRODUCERS + CONSUMERS; c++) pthread_join(threads[c], NULL);
@@ -119,8 +125,8 @@ int main(int argc, char **argv) {
 
     stats.size = sizeof stats;
     check(qk_condlock_get_stats(mailbox_lock, &stats), "get_stats");
-    printf("%s: %lld items through %d producers and %d consumers\n", qk_condlock_name(mailbox_lock), total,
-           PRODUCERS, CONSUMERS);
+    printf("%s: %lld items through %d producers and %d consumers\n", qk_condlock_name(mailbox_lock),
+           total, PRODUCERS, CONSUMERS);
     printf("  acquisitions %llu, waited %llu, wake-ups %llu, futile %llu\n",
            (unsigned long long)stats.acquisitions, (unsigned long long)stats.contended,
            (unsigned long long)stats.wakeups, (unsigned long long)stats.futile_wakeups);

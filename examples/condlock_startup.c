@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * condlock_startup.c — start-up orchestration of modules with dependencies, on one condition lock.
  *
@@ -37,12 +40,9 @@ typedef struct {
 } module_t;
 
 static const module_t modules[MODULES] = {
-    {"config", 0, {NULL, NULL}},
-    {"network", 1, {"config", NULL}},
-    {"storage", 1, {"config", NULL}},
-    {"logging", 1, {"config", NULL}},
-    {"sync", 2, {"network", "storage"}},
-    {"ui", 3, {"sync", NULL}},
+    {"config", 0, {NULL, NULL}},         {"network", 1, {"config", NULL}},
+    {"storage", 1, {"config", NULL}},    {"logging", 1, {"config", NULL}},
+    {"sync", 2, {"network", "storage"}}, {"ui", 3, {"sync", NULL}},
 };
 
 static qk_condlock_t *startup;
@@ -140,8 +140,8 @@ int main(int argc, char **argv) {
             for (d = 0; d < 2 && modules[i].needs[d] != NULL; d++) {
                 int need = find(modules[i].needs[d]);
                 if (finished_at[need] >= started_at[i]) {
-                    fprintf(stderr, "run %lld: %s started before %s finished\n", run, modules[i].name,
-                            modules[need].name);
+                    fprintf(stderr, "run %lld: %s started before %s finished\n", run,
+                            modules[i].name, modules[need].name);
                     failures++;
                 }
             }

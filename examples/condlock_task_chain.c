@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * condlock_task_chain.c — tasks that must run in order A → B → C, on one condition lock.
  *
@@ -25,7 +28,7 @@
 enum { IDLE = 0, A_DONE = 1, B_DONE = 2, C_DONE = 3 };
 
 static qk_condlock_t *chain;
-static char order[4];       /* the tasks in the order they ran; guarded by the chain's hand-offs */
+static char order[4]; /* the tasks in the order they ran; guarded by the chain's hand-offs */
 static int ran;
 
 static void check(int status, const char *what) {
@@ -97,7 +100,8 @@ int main(int argc, char **argv) {
         pthread_t a, b, c;
         ran = 0;
         /* Start the later tasks first: the condition, not the start order, decides. */
-        if (pthread_create(&c, NULL, task_c, NULL) != 0 || pthread_create(&b, NULL, task_b, NULL) != 0 ||
+        if (pthread_create(&c, NULL, task_c, NULL) != 0 ||
+            pthread_create(&b, NULL, task_b, NULL) != 0 ||
             pthread_create(&a, NULL, task_a, NULL) != 0) {
             perror("pthread_create");
             return 1;

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * dbqueue_manager.c — the seed's BLDBQueueManager, in C, on a QueueKit DB queue.
  *
@@ -31,9 +34,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define ACCOUNTS 16
+#define ACCOUNTS        16
 #define INITIAL_BALANCE 1000
-#define WORKERS 4
+#define WORKERS         4
 
 static int failures;
 static pthread_mutex_t failures_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -119,7 +122,8 @@ static void apply_transfer(void *context) {
     /* Nested: a read helper inside the write. With the seed this is the dispatch_get_specific
      * case; here it runs inline and sees the write's own changes. */
     if (total_balance() != (long)ACCOUNTS * INITIAL_BALANCE)
-        fail("money conserved inside a transfer", total_balance(), (long)ACCOUNTS * INITIAL_BALANCE);
+        fail("money conserved inside a transfer", total_balance(),
+             (long)ACCOUNTS * INITIAL_BALANCE);
 }
 
 static int transfer(int from, int to, long amount) {
@@ -165,7 +169,8 @@ static void audit_on_its_queue(void *context) {
      * nested" and the seed would dispatch_sync behind any pending barrier. QueueKit knows this
      * thread's call tree holds a read of the DB queue further out and runs the read inline. */
     int held = qk_queue_check(qk_dbqueue_queue(shared_manager()->queue), QK_ON_QUEUE) == 0;
-    if (held != request->from_inside_a_read) fail("the DB queue is held further out", held, request->from_inside_a_read);
+    if (held != request->from_inside_a_read)
+        fail("the DB queue is held further out", held, request->from_inside_a_read);
     request->seen = total_balance();
 }
 
@@ -217,7 +222,7 @@ static void report_body(void *context) {
     (void)context;
     event_set(&reader_inside);
     event_wait(&write_submitted); /* a write is now pending behind this read */
-    audited = audit_total(1);      /* read -> audit queue -> read: the seed deadlocks here */
+    audited = audit_total(1);     /* read -> audit queue -> read: the seed deadlocks here */
     if (audited != (long)ACCOUNTS * INITIAL_BALANCE)
         fail("audited total", audited, (long)ACCOUNTS * INITIAL_BALANCE);
     if (write_ran) order_violations++; /* the pending write must wait for this read */
@@ -291,10 +296,12 @@ static void *worker(void *unused) {
             if (transfer_async(from, to, amount) != 0) fail("transfer_async status", 1, 0);
             break;
         case 2:
-            if (audit_total(0) != (long)ACCOUNTS * INITIAL_BALANCE) fail("audit from a worker", 1, 0);
+            if (audit_total(0) != (long)ACCOUNTS * INITIAL_BALANCE)
+                fail("audit from a worker", 1, 0);
             break;
         default:
-            if (total_balance() != (long)ACCOUNTS * INITIAL_BALANCE) fail("total from a worker", 1, 0);
+            if (total_balance() != (long)ACCOUNTS * INITIAL_BALANCE)
+                fail("total from a worker", 1, 0);
             break;
         }
     }
@@ -332,8 +339,8 @@ int main(int argc, char **argv) {
     if (qk_dbqueue_flush(shared_manager()->queue) != 0) fail("flush", 1, 0);
     if (total_balance() != (long)ACCOUNTS * INITIAL_BALANCE)
         fail("money conserved", total_balance(), (long)ACCOUNTS * INITIAL_BALANCE);
-    printf("%d workers x %ld calls: %ld transfers applied, total %ld\n", WORKERS, transfers_per_thread,
-           manager.transfers, total_balance());
+    printf("%d workers x %ld calls: %ld transfers applied, total %ld\n", WORKERS,
+           transfers_per_thread, manager.transfers, total_balance());
 
     /* destroy runs whatever is still queued, then frees. */
     if (qk_dbqueue_destroy(shared_manager()->queue) != 0) fail("destroy", 1, 0);

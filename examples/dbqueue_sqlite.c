@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /* requires: sqlite3 */
 /*
  * dbqueue_sqlite.c — a small key-value store on SQLite in WAL mode, ordered by a QueueKit DB queue.
@@ -31,15 +34,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KEYS 32
-#define TOTAL_KEY 0 /* key 0 holds the sum of keys 1..KEYS: updated in the same transaction */
-#define WRITER_THREADS 3
-#define READER_THREADS 3
+#define KEYS             32
+#define TOTAL_KEY        0 /* key 0 holds the sum of keys 1..KEYS: updated in the same transaction */
+#define WRITER_THREADS   3
+#define READER_THREADS   3
 #define READS_PER_THREAD 600
 
 static char path[64];
 static qk_dbqueue_t *db;
-static sqlite3 *writer; /* only used inside writes (or reads nested in them) */
+static sqlite3 *writer;                 /* only used inside writes (or reads nested in them) */
 static pthread_key_t reader_connection; /* each reader thread's own connection */
 static int failures;
 static pthread_mutex_t failures_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -76,7 +79,8 @@ static sqlite3 *open_connection(void) {
     sqlite3 *connection = NULL;
     /* NOMUTEX: each connection is used by one thread at a time, which the DB queue guarantees
      * for the writer and the thread-per-reader layout guarantees for the readers. */
-    if (sqlite3_open_v2(path, &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+    if (sqlite3_open_v2(path, &connection,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         NULL) != SQLITE_OK) {
         fprintf(stderr, "sqlite3_open_v2(%s): %s\n", path, sqlite3_errmsg(connection));
         return NULL;
@@ -110,7 +114,8 @@ static void lookup(void *context) {
         fail("a read on a thread without a reader connection", 1, 0);
         return;
     }
-    if (sqlite3_prepare_v2(connection, "SELECT value FROM kv WHERE key = ?", -1, &statement, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(connection, "SELECT value FROM kv WHERE key = ?", -1, &statement,
+                           NULL) != SQLITE_OK) {
         fail("prepare SELECT", sqlite3_errcode(connection), SQLITE_OK);
         return;
     }
@@ -140,13 +145,15 @@ typedef struct {
 
 static void set_value(int key, long long value) {
     sqlite3_stmt *statement = NULL;
-    if (sqlite3_prepare_v2(writer, "UPDATE kv SET value = ? WHERE key = ?", -1, &statement, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(writer, "UPDATE kv SET value = ? WHERE key = ?", -1, &statement, NULL) !=
+        SQLITE_OK) {
         fail("prepare UPDATE", sqlite3_errcode(writer), SQLITE_OK);
         return;
     }
     sqlite3_bind_int64(statement, 1, value);
     sqlite3_bind_int(statement, 2, key);
-    if (sqlite3_step(statement) != SQLITE_DONE) fail("UPDATE", sqlite3_errcode(writer), SQLITE_DONE);
+    if (sqlite3_step(statement) != SQLITE_DONE)
+        fail("UPDATE", sqlite3_errcode(writer), SQLITE_DONE);
     sqlite3_finalize(statement);
 }
 
@@ -157,7 +164,8 @@ static void add(void *context) {
     set_value(request->key, kv_get(request->key) + request->delta);
     set_value(TOTAL_KEY, kv_get(TOTAL_KEY) + request->delta);
     /* Read-your-own-writes inside the transaction. */
-    if (kv_get(TOTAL_KEY) < request->delta) fail("the write sees its own change", kv_get(TOTAL_KEY), request->delta);
+    if (kv_get(TOTAL_KEY) < request->delta)
+        fail("the write sees its own change", kv_get(TOTAL_KEY), request->delta);
     exec_or_fail(writer, "COMMIT");
 }
 
@@ -224,7 +232,8 @@ static void *writer_thread(void *argument) {
             long long before = kv_get(key); /* outside any write: the reader path */
             kv_add(key, delta);
             /* Read-your-writes: this thread's sync write has committed. */
-            if (kv_get(key) < before + delta) fail("read after a sync write", kv_get(key), before + delta);
+            if (kv_get(key) < before + delta)
+                fail("read after a sync write", kv_get(key), before + delta);
         } else {
             kv_add_async(key, delta);
         }
@@ -240,7 +249,8 @@ static void check_snapshot(void *context) {
     int key;
     (void)context;
     for (key = 1; key <= KEYS; key++) sum += kv_get(key); /* nested reads: inline */
-    if (sum != kv_get(TOTAL_KEY)) fail("snapshot: total equals the sum of the keys", kv_get(TOTAL_KEY), sum);
+    if (sum != kv_get(TOTAL_KEY))
+        fail("snapshot: total equals the sum of the keys", kv_get(TOTAL_KEY), sum);
 }
 
 static void *reader_thread(void *unused) {
@@ -306,7 +316,8 @@ int main(int argc, char **argv) {
     pthread_key_create(&reader_connection, NULL);
     if (qk_dbqueue_write(db, NULL, create_schema) != 0) fail("create the schema", 1, 0);
 
-    for (i = 0; i < WRITER_THREADS; i++) pthread_create(&writers[i], NULL, writer_thread, expected[i]);
+    for (i = 0; i < WRITER_THREADS; i++)
+        pthread_create(&writers[i], NULL, writer_thread, expected[i]);
     for (i = 0; i < READER_THREADS; i++) pthread_create(&readers[i], NULL, reader_thread, NULL);
     for (i = 0; i < WRITER_THREADS; i++) pthread_join(writers[i], NULL);
     for (i = 0; i < READER_THREADS; i++) pthread_join(readers[i], NULL);
@@ -321,7 +332,8 @@ int main(int argc, char **argv) {
         total += want;
     }
     if (kv_get(TOTAL_KEY) != total) fail("the final total", kv_get(TOTAL_KEY), total);
-    printf("%d writer threads x %ld writes (sync and async), %d reader threads x %d reads: total %lld\n",
+    printf("%d writer threads x %ld writes (sync and async), %d reader threads x %d reads: total "
+           "%lld\n",
            WRITER_THREADS, writes_per_thread, READER_THREADS, READS_PER_THREAD, kv_get(TOTAL_KEY));
     detach_reader_connection(checker);
 

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * deadlock_dbqueue_reader.c — a DB-queue reader syncs onto a queue whose block writes the DB queue.
  *
@@ -31,7 +34,10 @@ static void print_report(void *context, const char *report) {
     printf("%s", report);
 }
 
-static void look_up(void *context) { (void)context; read_sync_ran = 1; }
+static void look_up(void *context) {
+    (void)context;
+    read_sync_ran = 1;
+}
 
 /* Inside the read: sync onto the cache queue. */
 static void read_request(void *context) {
@@ -47,7 +53,10 @@ static void *request_thread(void *context) {
     return NULL;
 }
 
-static void save(void *context) { (void)context; write_ran = 1; }
+static void save(void *context) {
+    (void)context;
+    write_ran = 1;
+}
 
 /* A block of the cache queue: write the store. */
 static void refresh(void *context) {
@@ -75,12 +84,15 @@ int main(void) {
     pthread_join(request, NULL);
     pthread_join(refresher, NULL);
 
-    printf("request: sync(cache) inside the read = %d%s; refresher: write inside the block = %d%s\n",
-           read_sync_status, read_sync_ran ? " (ran)" : "", write_status, write_ran ? " (ran)" : "");
-    int ok = (read_sync_status == EDEADLK && !read_sync_ran && write_status == 0 && write_ran)
-             || (write_status == EDEADLK && !write_ran && read_sync_status == 0 && read_sync_ran);
-    printf("%s: one call refused, the other ran (a dispatch reader-writer queue: both hang, and every "
-           "later read with them)\n", ok ? "ok" : "FAIL");
+    printf(
+        "request: sync(cache) inside the read = %d%s; refresher: write inside the block = %d%s\n",
+        read_sync_status, read_sync_ran ? " (ran)" : "", write_status, write_ran ? " (ran)" : "");
+    int ok = (read_sync_status == EDEADLK && !read_sync_ran && write_status == 0 && write_ran) ||
+             (write_status == EDEADLK && !write_ran && read_sync_status == 0 && read_sync_ran);
+    printf(
+        "%s: one call refused, the other ran (a dispatch reader-writer queue: both hang, and every "
+        "later read with them)\n",
+        ok ? "ok" : "FAIL");
     int destroyed = qk_dbqueue_destroy(store) == 0;
     qk_queue_release(cache);
     return ok && destroyed ? 0 : 1;

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * deadlock_lock_order.c — two condition locks taken in opposite orders.
  *
@@ -67,10 +70,11 @@ int main(void) {
 
     printf("transfer-1: lock(ledger) = %d, transfer-2: lock(accounts) = %d\n", one.second_status,
            two.second_status);
-    int ok = (one.second_status == EDEADLK && two.second_status == 0)
-             || (one.second_status == 0 && two.second_status == EDEADLK);
+    int ok = (one.second_status == EDEADLK && two.second_status == 0) ||
+             (one.second_status == 0 && two.second_status == EDEADLK);
     printf("%s: one lock call refused with EDEADLK, the other thread got both locks "
-           "(pthread/NSConditionLock: both threads hang forever)\n", ok ? "ok" : "FAIL");
+           "(pthread/NSConditionLock: both threads hang forever)\n",
+           ok ? "ok" : "FAIL");
     int destroyed = qk_condlock_destroy(accounts) == 0 && qk_condlock_destroy(ledger) == 0;
     return ok && destroyed ? 0 : 1;
 }

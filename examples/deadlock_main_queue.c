@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * deadlock_main_queue.c — a worker syncs onto the main queue while the main thread syncs onto the
  * worker's queue.
@@ -36,14 +39,17 @@ static void print_report(void *context, const char *report) {
 static void finish(void) {
     printf("worker: sync(main) = %d%s; main: sync(worker) = %d%s\n", worker_status,
            worker_ran ? " (ran)" : "", main_status, main_ran ? " (ran)" : "");
-    int ok = (worker_status == EDEADLK && !worker_ran && main_status == 0 && main_ran)
-             || (main_status == EDEADLK && !main_ran && worker_status == 0 && worker_ran);
+    int ok = (worker_status == EDEADLK && !worker_ran && main_status == 0 && main_ran) ||
+             (main_status == EDEADLK && !main_ran && worker_status == 0 && worker_ran);
     printf("%s: one sync refused, the other ran (dispatch: the app freezes)\n", ok ? "ok" : "FAIL");
     fflush(stdout);
     exit(ok ? 0 : 1);
 }
 
-static void update_ui(void *context) { (void)context; worker_ran = 1; }
+static void update_ui(void *context) {
+    (void)context;
+    worker_ran = 1;
+}
 
 /* Runs on "com.example.worker". */
 static void worker_block(void *context) {
@@ -61,7 +67,10 @@ static void *worker(void *context) {
     return NULL;
 }
 
-static void fetch_model(void *context) { (void)context; main_ran = 1; }
+static void fetch_model(void *context) {
+    (void)context;
+    main_ran = 1;
+}
 
 int main(void) {
     alarm(30);
@@ -71,7 +80,8 @@ int main(void) {
     pthread_t thread;
     pthread_create(&thread, NULL, worker, NULL);
     pthread_barrier_wait(&both_ready);
-    __atomic_store_n(&main_status, qk_queue_sync(worker_queue, NULL, fetch_model), __ATOMIC_RELEASE);
+    __atomic_store_n(&main_status, qk_queue_sync(worker_queue, NULL, fetch_model),
+                     __ATOMIC_RELEASE);
     if (main_status == EDEADLK) qk_main(); /* runs the worker's main-queue block; never returns */
     pthread_join(thread, NULL);
     finish();

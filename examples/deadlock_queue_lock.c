@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * deadlock_queue_lock.c — a queue's block locks a condition lock that the thread syncing onto
  * that queue holds.
@@ -46,7 +49,10 @@ static void update_cache(void *context) {
     pthread_mutex_unlock(&done_mutex);
 }
 
-static void read_file(void *context) { (void)context; sync_ran = 1; }
+static void read_file(void *context) {
+    (void)context;
+    sync_ran = 1;
+}
 
 static void *cache_thread(void *context) {
     (void)context;
@@ -74,10 +80,10 @@ int main(void) {
     while (!block_done) pthread_cond_wait(&done_cond, &done_mutex);
     pthread_mutex_unlock(&done_mutex);
 
-    printf("block on io: lock(cache) = %d; cache-filler: sync(io) = %d%s\n", block_status, sync_status,
-           sync_ran ? " (ran)" : "");
-    int ok = (block_status == EDEADLK && sync_status == 0 && sync_ran)
-             || (block_status == 0 && sync_status == EDEADLK && !sync_ran);
+    printf("block on io: lock(cache) = %d; cache-filler: sync(io) = %d%s\n", block_status,
+           sync_status, sync_ran ? " (ran)" : "");
+    int ok = (block_status == EDEADLK && sync_status == 0 && sync_ran) ||
+             (block_status == 0 && sync_status == EDEADLK && !sync_ran);
     printf("%s: one wait refused, the other completed (dispatch + mutex: both hang forever)\n",
            ok ? "ok" : "FAIL");
     qk_queue_release(io);

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * deadlock_two_queues.c — two serial queues whose blocks sync into each other.
  *
@@ -40,7 +43,9 @@ static void print_report(void *context, const char *report) {
     printf("%s", report);
 }
 
-static void inner(void *context) { ((struct worker *)context)->inner_ran = 1; }
+static void inner(void *context) {
+    ((struct worker *)context)->inner_ran = 1;
+}
 
 /* Runs on the worker's own queue: wait until the other worker is inside its block, then sync. */
 static void outer(void *context) {
@@ -76,10 +81,11 @@ int main(void) {
     printf("worker-b: sync(a) = %s%s\n", two.inner_status ? qk_strerror(two.inner_status) : "0",
            two.inner_ran ? " (ran)" : " (did not run)");
     int refused = (one.inner_status == EDEADLK) + (two.inner_status == EDEADLK);
-    int ok = refused == 1 && reports == 1 && one.inner_ran + two.inner_ran == 1
-             && (one.inner_status == 0 || two.inner_status == 0);
-    printf("%s: exactly one sync refused, the other ran (dispatch_sync: both threads hang forever)\n",
-           ok ? "ok" : "FAIL");
+    int ok = refused == 1 && reports == 1 && one.inner_ran + two.inner_ran == 1 &&
+             (one.inner_status == 0 || two.inner_status == 0);
+    printf(
+        "%s: exactly one sync refused, the other ran (dispatch_sync: both threads hang forever)\n",
+        ok ? "ok" : "FAIL");
     qk_queue_release(queue_a);
     qk_queue_release(queue_b);
     return ok ? 0 : 1;

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * hello.c — the smallest QueueKit program: check that the header and the loaded library agree,
  * run a block on a queue of your own, and ask from inside it which queue is running it.
@@ -33,7 +36,7 @@ int main(void) {
         return 1;
     }
 
-    struct visit visit = { .queue = qk_queue_create("com.example.hello", QK_QUEUE_SERIAL) };
+    struct visit visit = {.queue = qk_queue_create("com.example.hello", QK_QUEUE_SERIAL)};
     if (visit.queue == NULL) {
         perror("qk_queue_create");
         return 1;
@@ -43,5 +46,6 @@ int main(void) {
            visit.label, visit.was_current ? "ours" : "NOT ours");
     qk_queue_release(visit.queue);
 
-    return status == 0 && visit.was_current && strcmp(visit.label, "com.example.hello") == 0 ? 0 : 1;
+    return status == 0 && visit.was_current && strcmp(visit.label, "com.example.hello") == 0 ? 0
+                                                                                             : 1;
 }

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * queue_current.c — "which queue am I on?", answered on custom, global and main queues.
  *
@@ -34,14 +37,15 @@ static void expect(int condition, const char *what) {
 static void print_current(const char *where) {
     char label[64];
     size_t length = qk_queue_copy_current_label(label, sizeof label);
-    printf("      %s: current queue '%s'%s\n", where, label, length >= sizeof label ? " (truncated)" : "");
+    printf("      %s: current queue '%s'%s\n", where, label,
+           length >= sizeof label ? " (truncated)" : "");
 }
 
 /* ---- 2. Custom queues -------------------------------------------------------------------- */
 
 struct observation {
-    qk_queue_t *expected;   /* the queue the block was submitted to */
-    qk_queue_t *target;     /* its target, or NULL */
+    qk_queue_t *expected; /* the queue the block was submitted to */
+    qk_queue_t *target;   /* its target, or NULL */
     int current_ok;
     int target_current;
     int label_ok;
@@ -89,8 +93,8 @@ static void custom_queues(void) {
 /* ---- 3. Global queues ------------------------------------------------------------------- */
 
 static void global_queues(void) {
-    static const qk_qos_t classes[] = { QK_QOS_BACKGROUND, QK_QOS_UTILITY, QK_QOS_DEFAULT,
-                                        QK_QOS_USER_INITIATED, QK_QOS_USER_INTERACTIVE };
+    static const qk_qos_t classes[] = {QK_QOS_BACKGROUND, QK_QOS_UTILITY, QK_QOS_DEFAULT,
+                                       QK_QOS_USER_INITIATED, QK_QOS_USER_INTERACTIVE};
     int all_ok = 1;
     for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
         struct observation seen;
@@ -112,8 +116,10 @@ struct job {
 static void report_on_main(void *context) {
     struct job *job = context;
     print_current("reporting");
-    expect(qk_queue_current() == qk_queue_main(), "main queue block: the current queue is the main queue");
-    expect(qk_queue_check(qk_queue_main(), QK_ON_QUEUE_AS_BARRIER) == 0, "main queue block: it runs the main queue exclusively");
+    expect(qk_queue_current() == qk_queue_main(),
+           "main queue block: the current queue is the main queue");
+    expect(qk_queue_check(qk_queue_main(), QK_ON_QUEUE_AS_BARRIER) == 0,
+           "main queue block: it runs the main queue exclusively");
     expect(job->computed_on_global, "the job ran on a global queue");
     expect(job->result == 42, "the job's result reached the main queue");
 
@@ -133,7 +139,8 @@ static void compute_in_background(void *context) {
 int main(void) {
     /* ---- 1. The main thread, outside any block ---- */
     print_current("main thread");
-    expect(qk_queue_current() == qk_queue_main(), "main thread: the current queue is the main queue");
+    expect(qk_queue_current() == qk_queue_main(),
+           "main thread: the current queue is the main queue");
     expect(qk_queue_is_current(qk_queue_main()), "main thread: qk_queue_is_current(main)");
     expect(qk_queue_copy_current_label(NULL, 0) == strlen(qk_queue_label(qk_queue_main())),
            "main thread: qk_queue_copy_current_label(NULL, 0) measures the main queue's label");

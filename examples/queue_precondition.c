@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * queue_precondition.c — stating which queue code must run on, and catching the caller that
  * breaks the rule.
@@ -38,9 +41,9 @@ static void expect(int condition, const char *what) {
 }
 
 struct queues {
-    qk_queue_t *state;  /* serial: owns some mutable state */
-    qk_queue_t *cache;  /* concurrent: readers share it, writers use barriers */
-    int fail;           /* --fail given */
+    qk_queue_t *state; /* serial: owns some mutable state */
+    qk_queue_t *cache; /* concurrent: readers share it, writers use barriers */
+    int fail;          /* --fail given */
 };
 
 /* Code that mutates the cache: it must run as a barrier of the cache queue. */
@@ -78,8 +81,10 @@ static void update_state(void *context) {
 static void check_through_hop(void *context) {
     struct queues *q = context;
     qk_queue_precondition(q->state, QK_ON_QUEUE);
-    expect(!qk_queue_is_current(q->state), "hop: the state queue is not *current* (only held further out)");
-    expect(qk_queue_check(q->state, QK_ON_QUEUE) == 0, "hop: but qk_queue_check(state, ON_QUEUE) holds");
+    expect(!qk_queue_is_current(q->state),
+           "hop: the state queue is not *current* (only held further out)");
+    expect(qk_queue_check(q->state, QK_ON_QUEUE) == 0,
+           "hop: but qk_queue_check(state, ON_QUEUE) holds");
 }
 
 static void hop_into_cache(void *context) {
@@ -103,11 +108,13 @@ int main(int argc, char **argv) {
     /* On the main thread outside any block, the main queue is current. */
     qk_queue_precondition(qk_queue_main(), QK_ON_QUEUE);
     qk_queue_precondition(q.state, QK_NOT_ON_QUEUE);
-    expect(qk_queue_check(q.state, QK_ON_QUEUE) == EPERM, "main thread: qk_queue_check(state, ON_QUEUE) is EPERM");
+    expect(qk_queue_check(q.state, QK_ON_QUEUE) == EPERM,
+           "main thread: qk_queue_check(state, ON_QUEUE) is EPERM");
 
     /* Misuse is an error code for check (precondition would abort on it). */
     expect(qk_queue_check(NULL, QK_ON_QUEUE) == EINVAL, "qk_queue_check(NULL) is EINVAL");
-    expect(qk_queue_check(q.state, (qk_predicate_t)42) == EINVAL, "qk_queue_check(bad predicate) is EINVAL");
+    expect(qk_queue_check(q.state, (qk_predicate_t)42) == EINVAL,
+           "qk_queue_check(bad predicate) is EINVAL");
 
     qk_queue_barrier_sync(q.cache, &q, write_cache);
     qk_queue_sync(q.state, &q, hop_into_cache);

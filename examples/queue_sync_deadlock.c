@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * queue_sync_deadlock.c — the two classic dispatch_sync deadlocks, defused.
  *
@@ -40,7 +43,9 @@ static void expect(int condition, const char *what) {
 }
 
 /* A piece of work that records that it ran. */
-static void mark_ran(void *context) { *(int *)context = 1; }
+static void mark_ran(void *context) {
+    *(int *)context = 1;
+}
 
 /* ---- 1. The main queue, from the main thread ------------------------------------------ */
 
@@ -59,7 +64,8 @@ static void main_queue_from_main_thread(void) {
 
     /* perform is the safe spelling: already on the main queue, so the work runs right here. */
     ran = 0;
-    expect(qk_queue_perform(main_queue, &ran, mark_ran) == 0, "main thread: qk_queue_perform(main) succeeds");
+    expect(qk_queue_perform(main_queue, &ran, mark_ran) == 0,
+           "main thread: qk_queue_perform(main) succeeds");
     expect(ran, "main thread: ...and ran the work inline");
 }
 
@@ -107,7 +113,8 @@ static void serial_queue_from_inside(void) {
 
     expect(state.sync_status == EDEADLK, "serial block: qk_queue_sync(own queue) returns EDEADLK");
     expect(!state.sync_ran, "serial block: ...and the work did not run");
-    expect(state.perform_status == 0 && state.perform_ran, "serial block: qk_queue_perform(own queue) runs the work");
+    expect(state.perform_status == 0 && state.perform_ran,
+           "serial block: qk_queue_perform(own queue) runs the work");
     expect(state.perform_was_on_queue, "serial block: ...inline, with the queue still current");
 
     qk_queue_release(state.queue);
@@ -122,8 +129,8 @@ struct hop_chain {
     int depth;
     int level;
     const void *key;
-    int guard_saw_first;   /* the dispatch_get_specific guard's view at the end of the chain */
-    int check_status;      /* qk_queue_check's view (dispatch_assert_queue's) */
+    int guard_saw_first; /* the dispatch_get_specific guard's view at the end of the chain */
+    int check_status;    /* qk_queue_check's view (dispatch_assert_queue's) */
     int sync_status;
     int sync_ran;
     int perform_status;
@@ -166,8 +173,10 @@ static void hop_back_to_the_first_queue(int depth) {
 
     expect(!chain.guard_saw_first, "hop: the get_specific guard cannot see the first queue");
     expect(chain.check_status == 0, "hop: qk_queue_check(first, QK_ON_QUEUE) knows it is held");
-    expect(chain.sync_status == EDEADLK && !chain.sync_ran, "hop: qk_queue_sync(first) returns EDEADLK, work not run");
-    expect(chain.perform_status == 0 && chain.perform_ran, "hop: qk_queue_perform(first) runs the work inline");
+    expect(chain.sync_status == EDEADLK && !chain.sync_ran,
+           "hop: qk_queue_sync(first) returns EDEADLK, work not run");
+    expect(chain.perform_status == 0 && chain.perform_ran,
+           "hop: qk_queue_perform(first) runs the work inline");
 
     for (int i = 0; i < chain.depth; i++) qk_queue_release(chain.queues[i]);
 }
@@ -182,7 +191,8 @@ int main(int argc, char **argv) {
         const char *error = NULL;
         depth = (int)strtonum(argv[1], 1, MAX_DEPTH - 1, &error);
         if (error != NULL) {
-            fprintf(stderr, "%s: depth '%s' is %s (expected 1..%d)\n", argv[0], argv[1], error, MAX_DEPTH - 1);
+            fprintf(stderr, "%s: depth '%s' is %s (expected 1..%d)\n", argv[0], argv[1], error,
+                    MAX_DEPTH - 1);
             return 2;
         }
     }

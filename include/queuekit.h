@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * queuekit.h — the C interface of QueueKit.
  *
@@ -64,7 +67,7 @@
 #include <stdint.h>
 
 #if defined(__GNUC__) || defined(__clang__)
-#define QK_EXPORT __attribute__((visibility("default")))
+#define QK_EXPORT   __attribute__((visibility("default")))
 #define QK_NORETURN __attribute__((noreturn))
 #else
 #define QK_EXPORT
@@ -114,18 +117,18 @@ typedef void (*qk_function_t)(void *context);
  *      #define NAME_CASE(code, description) case code: return #code;
  *      switch (status) { QK_STATUS_MAP(NAME_CASE) default: return "?"; }
  */
-#define QK_STATUS_MAP(XX)                                                                        \
-    XX(EINVAL, "invalid argument: a NULL or wrong-type handle, a NULL function or key, "         \
-               "or an out-of-range enum value")                                                  \
-    XX(EBUSY, "busy: a try-variant could not acquire without waiting, "                          \
-              "or the object is in use")                                                         \
-    XX(ETIMEDOUT, "timed out: the deadline passed first")                                        \
-    XX(EPERM, "not permitted: the calling thread does not hold the lock, "                       \
-              "or the check failed")                                                             \
-    XX(EDEADLK, "would deadlock: the call did nothing and the work was not run")                 \
-    XX(EOWNERDEAD, "owner died: the lock is held now, but its previous owner exited holding it") \
-    XX(ENOTRECOVERABLE, "not recoverable: in a forked child, the call needs threads "            \
-                        "the child does not have")                                               \
+#define QK_STATUS_MAP(XX)                                                                          \
+    XX(EINVAL, "invalid argument: a NULL or wrong-type handle, a NULL function or key, "           \
+               "or an out-of-range enum value")                                                    \
+    XX(EBUSY, "busy: a try-variant could not acquire without waiting, "                            \
+              "or the object is in use")                                                           \
+    XX(ETIMEDOUT, "timed out: the deadline passed first")                                          \
+    XX(EPERM, "not permitted: the calling thread does not hold the lock, "                         \
+              "or the check failed")                                                               \
+    XX(EDEADLK, "would deadlock: the call did nothing and the work was not run")                   \
+    XX(EOWNERDEAD, "owner died: the lock is held now, but its previous owner exited holding it")   \
+    XX(ENOTRECOVERABLE, "not recoverable: in a forked child, the call needs threads "              \
+                        "the child does not have")                                                 \
     XX(ENOMEM, "out of memory")
 
 /** A static, never-NULL English description of a status returned by any QueueKit function:
@@ -150,8 +153,8 @@ typedef struct qk_queue qk_queue_t;
 
 /** How a created queue runs its blocks. */
 typedef enum {
-    QK_QUEUE_SERIAL = 0,     /**< one block at a time, in submission order */
-    QK_QUEUE_CONCURRENT = 1  /**< many blocks at once; barrier blocks run alone */
+    QK_QUEUE_SERIAL = 0,    /**< one block at a time, in submission order */
+    QK_QUEUE_CONCURRENT = 1 /**< many blocks at once; barrier blocks run alone */
 } qk_queue_kind_t;
 
 /** Quality-of-service classes of the global queues, lowest first. */
@@ -563,7 +566,8 @@ QK_EXPORT size_t qk_copy_wait_report(char *buffer, size_t size);
  *  QUEUEKIT_STALL_MS=N (milliseconds, 1 to 3600000) turns the watch on with the stderr writer
  *  when the library is loaded; any other value is ignored with one line on stderr. 0, or the
  *  error of starting the watch thread (EAGAIN). Thread-safe. */
-QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t handler, void *context);
+QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t handler,
+                                   void *context);
 
 /* ---------------------------------------------------------------------------------------------
  * Lock-order witness: deadlocks before they happen

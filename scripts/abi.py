@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """The ABI gate of libqueuekit.so.0, the one check of what the library exports.
 
 The record, abi/libqueuekit.so.0.abi, is libabigail's description (abidw) of the released

@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """Draws the benchmark chart from queuekit-bench's CSV files.
 
     python3 scripts/chart.py [RESULTS_DIR] [OUTPUT_PNG]     (defaults: bench-results docs/benchmark.png)

@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """Checks one run of queuekit-bench (the test suite's bench-quick stage); judges no timing.
 
     check-bench.py OUT_DIR LIBRARY

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Checks the installed manual pages of an install prefix (the test suite's stage/):
 #   - every page renders with `man --warnings -l` and `groff -ww` without a single warning;
 #   - every function the installed libqueuekit.so exports has its section-3 page, and

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # The Debian packages as a user gets them: builds them (scripts/package.sh), runs lintian on them
-# (no error allowed; lintian is installed when missing), shows their contents, checks what each
+# (no error allowed; scripts/bootstrap.sh installs lintian), shows their contents, checks what each
 # must hold and its Depends, unpacks both into a scratch root with `dpkg -x`, and builds and runs a
 # C program against that root with pkg-config alone.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-ensure_debian_tools lintian
+need_packages lintian
 mapfile -t debs < <("$ROOT/scripts/package.sh")
 runtime=${debs[0]} dev=${debs[1]}
 tmp=$(mktemp -d)

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # ThreadSanitizer against the installed, uninstrumented library: Tests/ThreadSanitizer/handoffs.c,
 # whose shared data only QueueKit guards, is built with -fsanitize=thread by gcc and by the Swift
 # toolchain's clang (where it links) with pkg-config from the install prefix, and run:

@@ -1,4 +1,7 @@
-# Shared by demo.sh and test.sh (sourced, not run): the steps of building, installing and
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
+# Shared by the scripts (sourced, not run): the steps of building, installing and
 # consuming QueueKit. Every function works from the repository root and fails on any error.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,29 +31,22 @@ quietly() {
     return $status
 }
 
-# Installs the Debian packages the build needs, only those missing (apt-get update once).
-ensure_packages() {
-    local wanted=(cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind abigail-tools)
-    if ! command -v dpkg-query >/dev/null; then
-        echo "not a Debian system: make sure these are installed: ${wanted[*]}" >&2
-        return 0
-    fi
-    ensure_debian_tools "${wanted[@]}"
+# Whether the Debian package $1 is installed.
+package_installed() {
+    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
 }
 
-# Installs the given Debian packages when missing (the tools of one stage: lintian, dpkg-dev, ...).
-ensure_debian_tools() {
-    local missing=() package sudo=()
+# need_packages PACKAGE...: fails, naming them, when Debian packages a step needs are missing
+# (scripts/bootstrap.sh installs them). On other systems it trusts the caller.
+need_packages() {
+    command -v dpkg-query >/dev/null || return 0
+    local missing=() package
     for package in "$@"; do
-        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
-            missing+=("$package")
+        package_installed "$package" || missing+=("$package")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-    echo "installing ${missing[*]}"
-    quietly "${sudo[@]}" apt-get update -qq
-    quietly "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    echo "missing packages: ${missing[*]} (run scripts/bootstrap.sh)" >&2
+    return 1
 }
 
 # cmake_build [DIR [CMAKE_ARGS...]]: configures (Release) and builds libqueuekit.so, its checks,

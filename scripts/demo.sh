@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Builds libqueuekit.so with CMake, installs it into ./stage, builds every C example against the
 # installed library twice (examples/consumer, an outside CMake project, finding it with pkg-config
-# and with find_package), then runs the examples. Installs cmake, ninja, libbsd-dev, ... first
-# when they are missing.
+# and with find_package), then runs the examples. Installs what is missing first
+# (scripts/bootstrap.sh).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-ensure_packages
+"$ROOT/scripts/bootstrap.sh"
 echo "== building libqueuekit.so (CMake, Ninja, Release)"
 cmake_build
 install_stage

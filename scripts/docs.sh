@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Builds the DocC documentation of the QueueKit module, offline, with the toolchain's `docc`
 # (no SwiftPM plugin): `swift symbolgraph-extract` writes the built module's symbol graph, and
 # `docc convert` turns it and the catalog Sources/QueueKit/QueueKit.docc into a documentation
@@ -25,7 +28,7 @@ BIN=$(swift build --target QueueKit --scratch-path "$SCRATCH" --show-bin-path)
 quietly swift symbolgraph-extract -module-name QueueKit -target "$(uname -m)-unknown-linux-gnu" \
     -I "$BIN/Modules" -module-cache-path "$BIN/ModuleCache" \
     -Xcc -fmodule-map-file="$ROOT/include/module.modulemap" \
-    -Xcc -fmodule-map-file="$BIN/QueueKitShim.build/module.modulemap" \
+    -Xcc -fmodule-map-file="$ROOT/Sources/QueueKitShim/include/module.modulemap" \
     -Xcc -I -Xcc "$ROOT/Sources/QueueKitShim/include" \
     -minimum-access-level public -output-dir "$GRAPHS"
 

@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """Generates QueueKit's manual pages from the documentation of include/queuekit.h.
 
 The header is the reference manual: every declaration carries a /** ... */ comment right above

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # Builds the Debian packages of the C library into dist/:
 #   dist/libqueuekit0_<version>_<arch>.deb      the shared library and its SONAME link
 #   dist/libqueuekit-dev_<version>_<arch>.deb   header, .so link, queuekit.pc, CMake package, man pages
 # with CPack (cmake/Packaging.cmake) from a Release build configured for /usr in build-deb/.
-# Prints the two paths, runtime first. Needs dpkg-dev (dpkg-shlibdeps) and file, which it installs when missing.
+# Prints the two paths, runtime first. Needs dpkg-dev (dpkg-shlibdeps) and file (scripts/bootstrap.sh installs them).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 DEB_BUILD_DIR=$ROOT/build-deb
 DIST_DIR=$ROOT/dist
 
-ensure_debian_tools dpkg-dev file
+need_packages dpkg-dev file
 quietly cmake -G Ninja -S "$ROOT" -B "$DEB_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_INSTALL_PREFIX=/usr -DQK_MANPAGES_GZIP=ON -DBUILD_TESTING=OFF
 quietly cmake --build "$DEB_BUILD_DIR"

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # The whole test suite, stage by stage: SwiftPM build and tests, the CMake build and its ctest
 # checks (header, exports, standalone library, reliability programs, examples), the installed
 # library consumed by an outside project (pkg-config and find_package), the sanitizer stages, and
@@ -36,7 +39,7 @@ consume_pkgconfig() { build_consumer pkg-config "$PKGCONFIG_BUILD_DIR" && ctest 
 consume_find_package() { build_consumer find_package "$CONSUMER_BUILD_DIR" && ctest --test-dir "$CONSUMER_BUILD_DIR" --output-on-failure; }
 asan_ubsan() { cmake_build "$ASAN_BUILD_DIR" -DQK_SANITIZE=address && ctest --test-dir "$ASAN_BUILD_DIR" -L program --output-on-failure; }
 
-ensure_packages
+"$ROOT/scripts/bootstrap.sh"
 
 stage swift-build      swift build
 stage swift-test       swift test

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 #define _GNU_SOURCE
 #include "queuekit_shim_lockorder.h"
 

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 #define _GNU_SOURCE
 #include "queuekit_shim.h"
 /* The public header, for its status list (relative: the shim has no other use for it). */
@@ -56,8 +59,12 @@ void qkshim_tsan_unlocking(const void *object, unsigned flags) {
     __tsan_mutex_post_unlock((void *)object, flags);
 }
 
-void qkshim_tsan_release(const void *token) { __tsan_release((void *)token); }
-void qkshim_tsan_acquire(const void *token) { __tsan_acquire((void *)token); }
+void qkshim_tsan_release(const void *token) {
+    __tsan_release((void *)token);
+}
+void qkshim_tsan_acquire(const void *token) {
+    __tsan_acquire((void *)token);
+}
 
 /* Called only when qkshim_tsan_mode says to hide internals. (The sanitizer's ignore counter
  * covers reads and writes alike.) */
@@ -91,8 +98,10 @@ __attribute__((constructor)) static void qkshim_tsan_mode_init(void) {
     bool ignores = AnnotateIgnoreWritesBegin && AnnotateIgnoreWritesEnd;
     /* An instrumented build (SwiftPM's --sanitize=thread) needs neither: the sanitizer sees its
      * atomics and accesses, and its own tests keep judging them unaided. */
-    qkshim_tsan_mode_storage = QKSHIM_INSTRUMENTED || !runtime ? 0 :
-                               QKSHIM_TSAN_ANNOTATE | (ignores ? QKSHIM_TSAN_HIDE_INTERNALS : 0);
+    qkshim_tsan_mode_storage =
+        QKSHIM_INSTRUMENTED || !runtime
+            ? 0
+            : QKSHIM_TSAN_ANNOTATE | (ignores ? QKSHIM_TSAN_HIDE_INTERNALS : 0);
 }
 __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
 
@@ -146,11 +155,12 @@ __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
 static void (*_Atomic qkshim_record_maker)(void);
 
 void qkshim_record_maker_set(void (*maker)(void)) {
-    __atomic_store_n((void (**)(void))&qkshim_record_maker, maker, __ATOMIC_RELEASE);
+    __atomic_store_n((void (**)(void)) & qkshim_record_maker, maker, __ATOMIC_RELEASE);
 }
 
 void qkshim_record_make(void) {
-    void (*maker)(void) = __atomic_load_n((void (**)(void))&qkshim_record_maker, __ATOMIC_ACQUIRE);
+    void (*maker)(void) =
+        __atomic_load_n((void (**)(void)) & qkshim_record_maker, __ATOMIC_ACQUIRE);
     if (maker != NULL) maker();
 }
 
@@ -179,7 +189,8 @@ void qkshim_fork_hooks_set(void (*prepare)(void), void (*parent)(void), void (*c
 }
 
 static void qkshim_fork_prepare(void) {
-    qkshim_fork_hooks_in_use = __atomic_load_n((qkshim_fork_hooks **)&qkshim_fork_hooks_current, __ATOMIC_ACQUIRE);
+    qkshim_fork_hooks_in_use =
+        __atomic_load_n((qkshim_fork_hooks **)&qkshim_fork_hooks_current, __ATOMIC_ACQUIRE);
     if (qkshim_fork_hooks_in_use != NULL) qkshim_fork_hooks_in_use->prepare();
 }
 
@@ -235,11 +246,11 @@ uint64_t qkshim_parse_stall_ms(const char *text, const char **error) {
 }
 
 /* Defined in Swift (StallWatch.swift): turns the watch on from qkshim_stall_env_ns(). */
-void queuekit_stall_watch_from_environment(void);
+void qkshim_stall_watch_from_environment(void);
 
 static void qkshim_stall_env_start(void *context) {
     (void)context;
-    queuekit_stall_watch_from_environment();
+    qkshim_stall_watch_from_environment();
 }
 
 /* QUEUEKIT_STALL_MS, read once when the library is loaded. The Swift side is started from a
@@ -250,16 +261,21 @@ __attribute__((constructor)) static void qkshim_read_stall_env(void) {
     const char *error = NULL;
     uint64_t ns = qkshim_parse_stall_ms(text, &error);
     if (error != NULL) {
-        fprintf(stderr, "QueueKit: QUEUEKIT_STALL_MS=\"%s\" ignored: %s (expected milliseconds from 1 to 3600000)\n",
+        fprintf(stderr,
+                "QueueKit: QUEUEKIT_STALL_MS=\"%s\" ignored: %s (expected milliseconds from 1 to "
+                "3600000)\n",
                 text, error);
         return;
     }
     qkshim_stall_env = ns;
     int rc = qkshim_thread_start(qkshim_stall_env_start, NULL, NULL);
-    if (rc != 0) fprintf(stderr, "QueueKit: QUEUEKIT_STALL_MS ignored: cannot start a thread (%d)\n", rc);
+    if (rc != 0)
+        fprintf(stderr, "QueueKit: QUEUEKIT_STALL_MS ignored: cannot start a thread (%d)\n", rc);
 }
 
-uint64_t qkshim_stall_env_ns(void) { return qkshim_stall_env; }
+uint64_t qkshim_stall_env_ns(void) {
+    return qkshim_stall_env;
+}
 
 struct qkshim_thread_start_args {
     void (*body)(void *);
@@ -305,9 +321,12 @@ int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns) {
     if (rc == 0) return 0;
     int error = errno;
     switch (error) {
-    case EAGAIN: return 0;             /* *word != expected already: the wake-up came first */
-    case ETIMEDOUT: return ETIMEDOUT;  /* the deadline passed */
-    case EINTR: return EINTR;          /* a signal interrupted the wait: spurious */
+    case EAGAIN:
+        return 0; /* *word != expected already: the wake-up came first */
+    case ETIMEDOUT:
+        return ETIMEDOUT; /* the deadline passed */
+    case EINTR:
+        return EINTR; /* a signal interrupted the wait: spurious */
     default:
         /* EFAULT (word not mapped), EINVAL (misaligned word, bad timeout or operation), ENOSYS
          * (no futex in the kernel), or anything else: a bug, not a condition to wait out. */
@@ -338,33 +357,40 @@ void qkshim_fatal(const char *message) {
     abort();
 }
 
-
 void qkshim_fatal_errno(const char *call, int error) {
     char message[160];
-    snprintf(message, sizeof message, "QueueKit: %s failed: errno %d (%s)", call, error, strerror(error));
+    snprintf(message, sizeof message, "QueueKit: %s failed: errno %d (%s)", call, error,
+             strerror(error));
     qkshim_fatal(message);
 }
 
-#define QKSHIM_DESCRIPTION_CASE(code, description) case code: return description;
-#define QKSHIM_NAME_CASE(code, description) case code: return #code;
+#define QKSHIM_DESCRIPTION_CASE(code, description)                                                 \
+    case code:                                                                                     \
+        return description;
+#define QKSHIM_NAME_CASE(code, description)                                                        \
+    case code:                                                                                     \
+        return #code;
 #define QKSHIM_CODE_ITEM(code, description) code,
 
 const char *qkshim_status_description(int status) {
     switch (status) {
-    case 0: return "success";
-    QK_STATUS_MAP(QKSHIM_DESCRIPTION_CASE)
-    default: return "unknown QueueKit status";
+    case 0:
+        return "success";
+        QK_STATUS_MAP(QKSHIM_DESCRIPTION_CASE)
+    default:
+        return "unknown QueueKit status";
     }
 }
 
 const char *qkshim_status_name(int status) {
     switch (status) {
-    QK_STATUS_MAP(QKSHIM_NAME_CASE)
-    default: return "";
+        QK_STATUS_MAP(QKSHIM_NAME_CASE)
+    default:
+        return "";
     }
 }
 
-static const int qkshim_statuses[] = { QK_STATUS_MAP(QKSHIM_CODE_ITEM) };
+static const int qkshim_statuses[] = {QK_STATUS_MAP(QKSHIM_CODE_ITEM)};
 
 int qkshim_status_count(void) {
     return (int)(sizeof qkshim_statuses / sizeof qkshim_statuses[0]);

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 # libqueuekit.so stands alone: SONAME libqueuekit.so.0, no RUNPATH at all (its dependencies are
 # system libraries), no Swift toolchain path in what the loader resolves, no Swift runtime or libdispatch as a separate library (they are
 # linked in statically), every dependency found.

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * Compiled as C99, C11, C++11 and C++17 by gcc/g++ and clang/clang++ at
  * -Wall -Wextra -Werror -pedantic (see CMakeLists.txt beside this file): the public header must
@@ -13,11 +16,14 @@
 #endif
 
 /* The status list expands as its documentation shows (a repeated value would not compile). */
-#define NAME_CASE(code, description) case code: return #code;
+#define NAME_CASE(code, description)                                                               \
+    case code:                                                                                     \
+        return #code;
 static const char *status_name(int status) {
     switch (status) {
-    QK_STATUS_MAP(NAME_CASE)
-    default: return "";
+        QK_STATUS_MAP(NAME_CASE)
+    default:
+        return "";
     }
 }
 
@@ -40,8 +46,7 @@ int header_check(void) {
 
     stats.size = sizeof stats;
     stats.acquisitions = 0;
-    return (function != 0) + (create != 0) + (sync != 0) + (read != 0) +
-           (lock_when_until != 0) + (int)predicate + (int)qos + (int)(stats.size > 0) +
-           (forever == UINT64_MAX) + (qk_strerror(0) != 0) +
-           (status_name(EDEADLK)[0] == 'E') + (qk_status_name(0) != 0);
+    return (function != 0) + (create != 0) + (sync != 0) + (read != 0) + (lock_when_until != 0) +
+           (int)predicate + (int)qos + (int)(stats.size > 0) + (forever == UINT64_MAX) +
+           (qk_strerror(0) != 0) + (status_name(EDEADLK)[0] == 'E') + (qk_status_name(0) != 0);
 }

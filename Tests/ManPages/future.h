@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * future.h — a header in the style of include/queuekit.h, with the kinds of declarations it may
  * gain: the man page generator must give every QK_EXPORT function its page from this too.
@@ -26,15 +29,14 @@ typedef void (*qk_report_function_t)(void *context, const char *report);
  *      qk_set_deadlock_handler(log_it, stderr);
  *
  *  Returns 0. */
-QK_EXPORT int qk_set_deadlock_handler(qk_report_function_t handler,
-                                      void *context);
+QK_EXPORT int qk_set_deadlock_handler(qk_report_function_t handler, void *context);
 
 /** Copies a snapshot of every waiting thread into `buffer` (strlcpy semantics) and returns its
  *  full length; "" when nobody waits. */
-QK_EXPORT size_t
-qk_copy_wait_report(char *buffer, size_t size);
+QK_EXPORT size_t qk_copy_wait_report(char *buffer, size_t size);
 
 /** Calls `handler` once per wait that lasted `threshold_ns`. 0 turns the watch off. */
-QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t handler, void *context);
+QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t handler,
+                                   void *context);
 
 #endif

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * lifecycle.c — threads that die and processes that fork (include/queuekit.h, "Threads that die
  * and processes that fork"):
@@ -30,15 +33,15 @@
 
 static atomic_int checks, failures;
 
-#define CHECK_EQ(call, want)                                                                \
-    do {                                                                                    \
-        long long got_ = (long long)(call), want_ = (long long)(want);                      \
-        checks++;                                                                           \
-        if (got_ != want_) {                                                                \
-            failures++;                                                                     \
-            fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #call, \
-                    got_, want_);                                                           \
-        }                                                                                   \
+#define CHECK_EQ(call, want)                                                                       \
+    do {                                                                                           \
+        long long got_ = (long long)(call), want_ = (long long)(want);                             \
+        checks++;                                                                                  \
+        if (got_ != want_) {                                                                       \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #call, got_, \
+                    want_);                                                                        \
+        }                                                                                          \
     } while (0)
 
 #define CHECK(condition) CHECK_EQ(!!(condition), 1)
@@ -46,9 +49,13 @@ static atomic_int checks, failures;
 /* A bound for every wait of this program on something another thread or process must do. */
 enum { BOUND_SECONDS = 20 };
 
-static uint64_t bounded(void) { return qk_now_ns() + (uint64_t)BOUND_SECONDS * 1000000000u; }
+static uint64_t bounded(void) {
+    return qk_now_ns() + (uint64_t)BOUND_SECONDS * 1000000000u;
+}
 
-static uint64_t in_ms(unsigned ms) { return qk_now_ns() + (uint64_t)ms * 1000000u; }
+static uint64_t in_ms(unsigned ms) {
+    return qk_now_ns() + (uint64_t)ms * 1000000u;
+}
 
 /* Waits for `sem` at most BOUND_SECONDS; a timeout is a failure (and the test goes on). */
 static void wait_for(sem_t *sem, const char *what) {
@@ -267,8 +274,8 @@ static void *wait_for_main_lock(void *argument) {
 static int qk_main_case(void) {
     alarm(BOUND_SECONDS);
     main_lock = qk_condlock_create(0);
-    if (qk_condlock_lock(main_lock) != 0 || qk_condlock_unlock_with(main_lock, 42) != 0
-        || qk_condlock_lock(main_lock) != 0)
+    if (qk_condlock_lock(main_lock) != 0 || qk_condlock_unlock_with(main_lock, 42) != 0 ||
+        qk_condlock_lock(main_lock) != 0)
         return 1;
     start(wait_for_main_lock, NULL);
     qk_main();
@@ -292,9 +299,9 @@ static void qk_main_abandons_the_main_thread_locks(const char *self) {
 
 enum { PENDING_WRITES = 8 };
 
-static sem_t writing, write_gate;    /* the asynchronous write that runs at the fork */
-static sem_t in_block, block_gate;   /* the serial queue's block that runs at the fork */
-static sem_t reading, read_gate;     /* the read that runs at the fork */
+static sem_t writing, write_gate;  /* the asynchronous write that runs at the fork */
+static sem_t in_block, block_gate; /* the serial queue's block that runs at the fork */
+static sem_t reading, read_gate;   /* the read that runs at the fork */
 static atomic_int writes_run, blocks_run, child_ran;
 static int value_written;
 
@@ -338,7 +345,9 @@ static void child_work(void *context) {
     atomic_fetch_add(&child_ran, 1);
 }
 
-static void write_value(void *context) { value_written = *(int *)context; }
+static void write_value(void *context) {
+    value_written = *(int *)context;
+}
 
 static int read_value;
 static void read_back(void *context) {
@@ -442,7 +451,8 @@ __attribute__((noinline)) static void fork_in_the_middle_of_everything(void) {
 
     /* An asynchronous write runs (blocked) with more pending behind it. */
     CHECK_EQ(qk_dbqueue_write_async(written, NULL, blocking_write), 0);
-    for (int i = 0; i < PENDING_WRITES; i++) CHECK_EQ(qk_dbqueue_write_async(written, NULL, counted_write), 0);
+    for (int i = 0; i < PENDING_WRITES; i++)
+        CHECK_EQ(qk_dbqueue_write_async(written, NULL, counted_write), 0);
     wait_for(&writing, "the asynchronous write");
     /* A serial queue's block runs. */
     CHECK_EQ(qk_queue_async(serial, NULL, blocking_block), 0);
@@ -475,7 +485,7 @@ __attribute__((noinline)) static void fork_in_the_middle_of_everything(void) {
 
     /* The parent is unaffected: everything resumes, nothing was abandoned, nothing lost. */
     CHECK_EQ(qk_condlock_unlock(mine), 0);
-    sem_post(&h.leave);      /* the holder exits holding: a real abandonment, in the parent */
+    sem_post(&h.leave); /* the holder exits holding: a real abandonment, in the parent */
     pthread_join(holder, NULL);
     pthread_join(waiting, NULL);
     CHECK_EQ(w.status, EOWNERDEAD);
@@ -520,7 +530,8 @@ static void qk_main_in_a_child_aborts(void) {
     char text[512] = {0};
     size_t length = 0;
     ssize_t got;
-    while (length < sizeof text - 1 && (got = read(pipe_ends[0], text + length, sizeof text - 1 - length)) > 0)
+    while (length < sizeof text - 1 &&
+           (got = read(pipe_ends[0], text + length, sizeof text - 1 - length)) > 0)
         length += (size_t)got;
     close(pipe_ends[0]);
     int status = reap(child);
@@ -545,7 +556,8 @@ int main(int argc, char **argv) {
     holder_exits_while_others_wait();
     chain_whose_middle_dies();
     /* argv[0], not /proc/self/exe: under valgrind that is the tool's own binary. */
-    qk_main_abandons_the_main_thread_locks(strchr(argv[0], '/') != NULL ? argv[0] : "/proc/self/exe");
+    qk_main_abandons_the_main_thread_locks(strchr(argv[0], '/') != NULL ? argv[0]
+                                                                        : "/proc/self/exe");
     fork_in_the_middle_of_everything();
     if (abort_tests) qk_main_in_a_child_aborts();
     printf("lifecycle: %d checks, %d failed\n", atomic_load(&checks), atomic_load(&failures));

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * lock_order.c — the lock-order witness through the installed library, for what a Swift test
  * process cannot do to itself (include/queuekit.h, "Lock-order witness"):

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * misuse.c — the misuse matrix: every exported function x every bad input that applies, each
  * checked against the documented answer (include/queuekit.h). Misuse must never crash or
@@ -29,35 +32,36 @@
 #include <unistd.h>
 
 static int tried, failures;
-static const char *bad_case = "";   /* which bad handle the current check uses */
-static atomic_int ran;              /* how many times any work ran */
+static const char *bad_case = ""; /* which bad handle the current check uses */
+static atomic_int ran;            /* how many times any work ran */
 
 static void report(const char *file, int line, const char *call, long long got, long long want) {
     failures++;
-    fprintf(stderr, "%s:%d: [%s] %s returned %lld, expected %lld\n", file, line, bad_case, call, got, want);
+    fprintf(stderr, "%s:%d: [%s] %s returned %lld, expected %lld\n", file, line, bad_case, call,
+            got, want);
 }
 
 /* One bad input: `call` must return `want`. */
-#define EXPECT(call, want)                                                              \
-    do {                                                                                \
-        long long got_ = (long long)(call), want_ = (long long)(want);                  \
-        tried++;                                                                        \
-        if (got_ != want_) report(__FILE__, __LINE__, #call, got_, want_);              \
+#define EXPECT(call, want)                                                                         \
+    do {                                                                                           \
+        long long got_ = (long long)(call), want_ = (long long)(want);                             \
+        tried++;                                                                                   \
+        if (got_ != want_) report(__FILE__, __LINE__, #call, got_, want_);                         \
     } while (0)
 
 /* A check that is part of a scenario (not counted as a bad input). */
-#define CHECK(condition)                                                                \
-    do {                                                                                \
-        if (!(condition)) report(__FILE__, __LINE__, #condition, 0, 1);                 \
+#define CHECK(condition)                                                                           \
+    do {                                                                                           \
+        if (!(condition)) report(__FILE__, __LINE__, #condition, 0, 1);                            \
     } while (0)
 
 /* A constructor's failure: NULL with errno `code`. */
-#define EXPECT_NULL_ERRNO(call, code)                                                   \
-    do {                                                                                \
-        errno = 0;                                                                      \
-        const void *result_ = (call);                                                   \
-        tried++;                                                                        \
-        if (result_ != NULL || errno != (code)) report(__FILE__, __LINE__, #call, errno, code); \
+#define EXPECT_NULL_ERRNO(call, code)                                                              \
+    do {                                                                                           \
+        errno = 0;                                                                                 \
+        const void *result_ = (call);                                                              \
+        tried++;                                                                                   \
+        if (result_ != NULL || errno != (code)) report(__FILE__, __LINE__, #call, errno, code);    \
     } while (0)
 
 static void work(void *context) {
@@ -65,7 +69,9 @@ static void work(void *context) {
     atomic_fetch_add(&ran, 1);
 }
 
-static void nothing(void *context) { (void)context; }
+static void nothing(void *context) {
+    (void)context;
+}
 
 /* ---- the handles ---------------------------------------------------------------------------- */
 
@@ -75,14 +81,20 @@ static qk_condlock_t *lock;
 static struct { uint64_t words[8]; } foreign; /* no QueueKit object: its first word is 0 */
 static struct { uint64_t words[8]; } garbage; /* first word is a random-looking value */
 
-struct bad { const char *name; void *handle; };
+struct bad {
+    const char *name;
+    void *handle;
+};
 
 /* ---- 1. every function x wrong handles -------------------------------------------------- */
 
 static void queue_functions(void) {
     struct bad bads[] = {
-        { "NULL", NULL }, { "DB queue handle", db }, { "condlock handle", lock },
-        { "foreign pointer", &foreign }, { "garbage pointer", &garbage },
+        {"NULL", NULL},
+        {"DB queue handle", db},
+        {"condlock handle", lock},
+        {"foreign pointer", &foreign},
+        {"garbage pointer", &garbage},
     };
     int key;
     for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
@@ -99,10 +111,11 @@ static void queue_functions(void) {
         EXPECT(qk_queue_get_specific(q, &key) == NULL, 1);
         EXPECT(qk_queue_is_current(q), false);
         EXPECT(strcmp(qk_queue_label(q), ""), 0);
-        EXPECT(qk_queue_retain(q) == q, 1);      /* a no-op that returns its argument */
-        qk_queue_release(q);                      /* a no-op */
+        EXPECT(qk_queue_retain(q) == q, 1); /* a no-op that returns its argument */
+        qk_queue_release(q);                /* a no-op */
         tried++;
-        if (q != NULL) EXPECT_NULL_ERRNO(qk_queue_create_with_target("t", QK_QUEUE_SERIAL, q), EINVAL);
+        if (q != NULL)
+            EXPECT_NULL_ERRNO(qk_queue_create_with_target("t", QK_QUEUE_SERIAL, q), EINVAL);
     }
     /* NULL target is documented as qk_queue_create: not an error */
     qk_queue_t *plain = qk_queue_create_with_target("plain", QK_QUEUE_SERIAL, NULL);
@@ -123,9 +136,12 @@ static void queue_functions(void) {
 
 static void dbqueue_functions(void) {
     struct bad bads[] = {
-        { "NULL", NULL }, { "queue handle", serial }, { "condlock handle", lock },
-        { "identity-only queue", identity }, { "foreign pointer", &foreign },
-        { "garbage pointer", &garbage },
+        {"NULL", NULL},
+        {"queue handle", serial},
+        {"condlock handle", lock},
+        {"identity-only queue", identity},
+        {"foreign pointer", &foreign},
+        {"garbage pointer", &garbage},
     };
     for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
         qk_dbqueue_t *d = bads[i].handle;
@@ -142,13 +158,16 @@ static void dbqueue_functions(void) {
 
 static void condlock_functions(void) {
     struct bad bads[] = {
-        { "NULL", NULL }, { "queue handle", serial }, { "DB queue handle", db },
-        { "identity-only queue", identity }, { "foreign pointer", &foreign },
-        { "garbage pointer", &garbage },
+        {"NULL", NULL},
+        {"queue handle", serial},
+        {"DB queue handle", db},
+        {"identity-only queue", identity},
+        {"foreign pointer", &foreign},
+        {"garbage pointer", &garbage},
     };
     for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
         qk_condlock_t *l = bads[i].handle;
-        qk_condlock_stats_t stats = { .size = sizeof stats };
+        qk_condlock_stats_t stats = {.size = sizeof stats};
         bad_case = bads[i].name;
         EXPECT(qk_condlock_destroy(l), EINVAL);
         EXPECT(qk_condlock_lock(l), EINVAL);
@@ -171,7 +190,7 @@ static void condlock_functions(void) {
 
 static void null_functions_and_keys(void) {
     bad_case = "NULL function";
-    qk_queue_t *queues[] = { serial, concurrent, qk_queue_main(), qk_queue_global(QK_QOS_DEFAULT) };
+    qk_queue_t *queues[] = {serial, concurrent, qk_queue_main(), qk_queue_global(QK_QOS_DEFAULT)};
     for (size_t i = 0; i < sizeof queues / sizeof queues[0]; i++) {
         EXPECT(qk_queue_async(queues[i], NULL, NULL), EINVAL);
         EXPECT(qk_queue_sync(queues[i], NULL, NULL), EINVAL);
@@ -193,7 +212,7 @@ static void null_functions_and_keys(void) {
 
 static void out_of_range_enums(void) {
     bad_case = "out-of-range enum";
-    int bad_values[] = { -1, 3, 5, 99, INT_MAX, INT_MIN };
+    int bad_values[] = {-1, 3, 5, 99, INT_MAX, INT_MIN};
     for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
         int v = bad_values[i];
         if (v != 3 && v != 5) { /* 3 and 5 are out of range for predicate and qos only */
@@ -212,21 +231,21 @@ static void buffers(void) {
     size_t length = strlen(qk_queue_label(qk_queue_main()));
     CHECK(length > 0);
     char buffer[8];
-    EXPECT(qk_queue_copy_current_label(NULL, 0), length);           /* measuring */
+    EXPECT(qk_queue_copy_current_label(NULL, 0), length); /* measuring */
     memset(buffer, 'x', sizeof buffer);
-    EXPECT(qk_queue_copy_current_label(buffer, 0), length);         /* zero size: nothing written */
+    EXPECT(qk_queue_copy_current_label(buffer, 0), length); /* zero size: nothing written */
     EXPECT(buffer[0], 'x');
-    EXPECT(qk_queue_copy_current_label(buffer, 1), length);         /* room for the NUL only */
+    EXPECT(qk_queue_copy_current_label(buffer, 1), length); /* room for the NUL only */
     EXPECT(buffer[0], '\0');
     EXPECT(buffer[1], 'x');
-    EXPECT(qk_queue_copy_current_label(buffer, 4), length);         /* truncated, terminated */
+    EXPECT(qk_queue_copy_current_label(buffer, 4), length); /* truncated, terminated */
     EXPECT(strlen(buffer), length < 3 ? length : 3);
 
     qk_condlock_stats_t stats;
     EXPECT(qk_condlock_get_stats(lock, NULL), EINVAL);
     stats.size = 0;
     EXPECT(qk_condlock_get_stats(lock, &stats), EINVAL);
-    stats.size = sizeof stats.size;                                 /* no room for acquisitions */
+    stats.size = sizeof stats.size; /* no room for acquisitions */
     EXPECT(qk_condlock_get_stats(lock, &stats), EINVAL);
     stats.size = offsetof(qk_condlock_stats_t, acquisitions) + sizeof stats.acquisitions - 1;
     EXPECT(qk_condlock_get_stats(lock, &stats), EINVAL);
@@ -237,7 +256,10 @@ static void buffers(void) {
     EXPECT(stats.contended, 0xABABABABABABABABull);
     EXPECT(stats.timeouts, 0xABABABABABABABABull);
     /* a newer, longer struct: the known fields, nothing past them */
-    struct { qk_condlock_stats_t stats; uint64_t canary; } longer;
+    struct {
+        qk_condlock_stats_t stats;
+        uint64_t canary;
+    } longer;
     memset(&longer, 0xCD, sizeof longer);
     longer.stats.size = sizeof longer;
     EXPECT(qk_condlock_get_stats(lock, &longer.stats), 0);
@@ -250,7 +272,8 @@ static void buffers(void) {
     EXPECT(qk_condlock_set_name(lock, "named"), 0);
     EXPECT(qk_condlock_set_name(lock, NULL), 0);
     EXPECT(strcmp(qk_condlock_name(lock), ""), 0);
-    int statuses[] = { 0, -1, INT_MIN, INT_MAX, 9999, EINVAL, EBUSY, ETIMEDOUT, EPERM, EDEADLK, ENOMEM };
+    int statuses[] = {0,     -1,        INT_MIN, INT_MAX, 9999,  EINVAL,
+                      EBUSY, ETIMEDOUT, EPERM,   EDEADLK, ENOMEM};
     for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++) {
         const char *text = qk_strerror(statuses[i]);
         EXPECT(text != NULL && text[0] != '\0', 1);
@@ -259,7 +282,12 @@ static void buffers(void) {
 
 /* ---- 3. ownership: non-owners, holders, destroy while in use ---------------------------- */
 
-struct lock_call { qk_condlock_t *lock; int (*call)(struct lock_call *); int status; intptr_t value; };
+struct lock_call {
+    qk_condlock_t *lock;
+    int (*call)(struct lock_call *);
+    int status;
+    intptr_t value;
+};
 
 static void *on_thread(void *argument) {
     struct lock_call *c = argument;
@@ -275,11 +303,21 @@ static int elsewhere(struct lock_call *c) {
     return c->status;
 }
 
-static int call_unlock(struct lock_call *c) { return qk_condlock_unlock(c->lock); }
-static int call_unlock_with(struct lock_call *c) { return qk_condlock_unlock_with(c->lock, c->value); }
-static int call_trylock(struct lock_call *c) { return qk_condlock_trylock(c->lock); }
-static int call_destroy(struct lock_call *c) { return qk_condlock_destroy(c->lock); }
-static int call_lock_past(struct lock_call *c) { return qk_condlock_lock_until(c->lock, 0); }
+static int call_unlock(struct lock_call *c) {
+    return qk_condlock_unlock(c->lock);
+}
+static int call_unlock_with(struct lock_call *c) {
+    return qk_condlock_unlock_with(c->lock, c->value);
+}
+static int call_trylock(struct lock_call *c) {
+    return qk_condlock_trylock(c->lock);
+}
+static int call_destroy(struct lock_call *c) {
+    return qk_condlock_destroy(c->lock);
+}
+static int call_lock_past(struct lock_call *c) {
+    return qk_condlock_lock_until(c->lock, 0);
+}
 static int call_lock_when(struct lock_call *c) {
     int status = qk_condlock_lock_when(c->lock, c->value);
     return status == 0 ? qk_condlock_unlock(c->lock) : status;
@@ -292,7 +330,7 @@ static void ownership(void) {
     bad_case = "unlock of an unheld lock";
     EXPECT(qk_condlock_unlock(l), EPERM);
     EXPECT(qk_condlock_unlock_with(l, 5), EPERM);
-    EXPECT(qk_condlock_condition(l), 0);                 /* nothing changed */
+    EXPECT(qk_condlock_condition(l), 0); /* nothing changed */
 
     CHECK(qk_condlock_lock(l) == 0);
     bad_case = "relock by the holder";
@@ -306,39 +344,43 @@ static void ownership(void) {
     EXPECT(qk_condlock_trylock_when(l, 0), EBUSY);
 
     bad_case = "unlock by a non-owner";
-    struct lock_call c = { .lock = l, .call = call_unlock };
+    struct lock_call c = {.lock = l, .call = call_unlock};
     EXPECT(elsewhere(&c), EPERM);
-    c = (struct lock_call){ .lock = l, .call = call_unlock_with, .value = 9 };
+    c = (struct lock_call){.lock = l, .call = call_unlock_with, .value = 9};
     EXPECT(elsewhere(&c), EPERM);
-    EXPECT(qk_condlock_condition(l), 0);                 /* the condition did not change */
-    c = (struct lock_call){ .lock = l, .call = call_trylock };
-    EXPECT(elsewhere(&c), EBUSY);                        /* still held */
-    c = (struct lock_call){ .lock = l, .call = call_lock_past };
-    EXPECT(elsewhere(&c), ETIMEDOUT);                    /* a past deadline tries once */
+    EXPECT(qk_condlock_condition(l), 0); /* the condition did not change */
+    c = (struct lock_call){.lock = l, .call = call_trylock};
+    EXPECT(elsewhere(&c), EBUSY); /* still held */
+    c = (struct lock_call){.lock = l, .call = call_lock_past};
+    EXPECT(elsewhere(&c), ETIMEDOUT); /* a past deadline tries once */
 
     bad_case = "destroy while held";
-    EXPECT(qk_condlock_destroy(l), EBUSY);               /* by the holder */
-    c = (struct lock_call){ .lock = l, .call = call_destroy };
-    EXPECT(elsewhere(&c), EBUSY);                        /* by another thread */
+    EXPECT(qk_condlock_destroy(l), EBUSY); /* by the holder */
+    c = (struct lock_call){.lock = l, .call = call_destroy};
+    EXPECT(elsewhere(&c), EBUSY); /* by another thread */
     CHECK(qk_condlock_unlock(l) == 0);
 
     bad_case = "destroy while waited on";
     /* a thread waits for condition 7 while the lock is free with condition 0 */
-    struct lock_call waiter = { .lock = l, .call = call_lock_when, .value = 7 };
+    struct lock_call waiter = {.lock = l, .call = call_lock_when, .value = 7};
     pthread_t thread;
     pthread_create(&thread, NULL, on_thread, &waiter);
     /* give it time to queue (no C call tells how many wait) */
     usleep(50000);
     EXPECT(qk_condlock_destroy(l), EBUSY);
-    CHECK(qk_condlock_set(l, 7) == 0);                   /* hands the lock to the waiter */
+    CHECK(qk_condlock_set(l, 7) == 0); /* hands the lock to the waiter */
     pthread_join(thread, NULL);
     CHECK(waiter.status == 0);
-    EXPECT(qk_condlock_lock_when_until(l, 8, 0), ETIMEDOUT);   /* wrong condition, past deadline */
+    EXPECT(qk_condlock_lock_when_until(l, 8, 0), ETIMEDOUT); /* wrong condition, past deadline */
     EXPECT(qk_condlock_trylock_when(l, 8), EBUSY);
-    CHECK(qk_condlock_destroy(l) == 0);                  /* idle now */
+    CHECK(qk_condlock_destroy(l) == 0); /* idle now */
 }
 
-struct db_probe { qk_dbqueue_t *db; qk_queue_t *hop; int destroy, flush, write; };
+struct db_probe {
+    qk_dbqueue_t *db;
+    qk_queue_t *hop;
+    int destroy, flush, write;
+};
 
 static void probe_inside(void *context) {
     struct db_probe *p = context;
@@ -362,20 +404,20 @@ static void probe_async(void *context) {
 static void db_in_use(void) {
     qk_dbqueue_t *d = qk_dbqueue_create("misuse.db");
     qk_queue_t *hop = qk_queue_create("misuse.hop", QK_QUEUE_SERIAL);
-    struct db_probe p = { .db = d, .hop = hop };
+    struct db_probe p = {.db = d, .hop = hop};
     int before = atomic_load(&ran);
 
     bad_case = "DB destroy/flush inside a read";
     CHECK(qk_dbqueue_read(d, &p, probe_inside) == 0);
     EXPECT(p.destroy, EBUSY);
     EXPECT(p.flush, EDEADLK);
-    EXPECT(p.write, EDEADLK);                            /* the forbidden upgrade */
+    EXPECT(p.write, EDEADLK); /* the forbidden upgrade */
 
     bad_case = "DB destroy/flush inside a write";
     CHECK(qk_dbqueue_write(d, &p, probe_inside) == 0);
     EXPECT(p.destroy, EBUSY);
     EXPECT(p.flush, EDEADLK);
-    EXPECT(p.write, 0);                                  /* inline */
+    EXPECT(p.write, 0); /* inline */
 
     bad_case = "DB destroy/flush inside a read, through a sync hop";
     CHECK(qk_dbqueue_read(d, &p, probe_through_hop) == 0);
@@ -384,7 +426,7 @@ static void db_in_use(void) {
     EXPECT(p.write, EDEADLK);
 
     bad_case = "DB destroy/flush inside an async write";
-    async_probe = (struct db_probe){ .db = d, .hop = hop };
+    async_probe = (struct db_probe){.db = d, .hop = hop};
     CHECK(qk_dbqueue_write_async(d, &async_probe, probe_async) == 0);
     CHECK(qk_dbqueue_flush(d) == 0);
     CHECK(atomic_load(&async_probed) == 1);
@@ -392,7 +434,7 @@ static void db_in_use(void) {
     EXPECT(async_probe.flush, EDEADLK);
     EXPECT(async_probe.write, 0);
 
-    CHECK(atomic_load(&ran) == before + 2);              /* the two inline writes, nothing else */
+    CHECK(atomic_load(&ran) == before + 2); /* the two inline writes, nothing else */
     CHECK(qk_dbqueue_destroy(d) == 0);
     qk_queue_release(hop);
 }
@@ -409,7 +451,7 @@ static void main_and_global_queues(void) {
         qk_queue_release(qk_queue_global(QK_QOS_UTILITY));
         tried += 2;
     }
-    EXPECT(qk_queue_sync(qk_queue_global(QK_QOS_UTILITY), NULL, work), 0);  /* still alive */
+    EXPECT(qk_queue_sync(qk_queue_global(QK_QOS_UTILITY), NULL, work), 0); /* still alive */
     EXPECT(strlen(qk_queue_label(qk_queue_global(QK_QOS_UTILITY))) > 0, 1);
     EXPECT(qk_queue_check(qk_queue_main(), QK_ON_QUEUE_AS_BARRIER), 0);
     atomic_store(&ran, 0);
@@ -417,7 +459,11 @@ static void main_and_global_queues(void) {
 
 /* ---- 4. the *_precondition calls abort with one line --------------------------------------- */
 
-struct precondition_case { const char *name; const qk_queue_t *queue; qk_predicate_t predicate; };
+struct precondition_case {
+    const char *name;
+    const qk_queue_t *queue;
+    qk_predicate_t predicate;
+};
 
 /* Runs qk_queue_precondition in a child; true when it aborted after one line on stderr. */
 static bool aborts_with_one_line(const struct precondition_case *c) {
@@ -435,7 +481,8 @@ static bool aborts_with_one_line(const struct precondition_case *c) {
     char output[1024];
     size_t length = 0;
     ssize_t got;
-    while ((got = read(pipe_fds[0], output + length, sizeof output - 1 - length)) > 0) length += (size_t)got;
+    while ((got = read(pipe_fds[0], output + length, sizeof output - 1 - length)) > 0)
+        length += (size_t)got;
     close(pipe_fds[0]);
     output[length] = '\0';
     int status = 0;
@@ -449,13 +496,13 @@ static bool aborts_with_one_line(const struct precondition_case *c) {
 
 static void preconditions(void) {
     struct precondition_case cases[] = {
-        { "NULL queue", NULL, QK_ON_QUEUE },
-        { "wrong-type queue", (const qk_queue_t *)(void *)lock, QK_ON_QUEUE },
-        { "foreign pointer", (const qk_queue_t *)(void *)&foreign, QK_ON_QUEUE },
-        { "bad predicate", NULL, (qk_predicate_t)7 },
-        { "bad predicate, good queue", NULL, (qk_predicate_t)-1 },
-        { "not on the queue", NULL, QK_ON_QUEUE },
-        { "on the queue", NULL, QK_NOT_ON_QUEUE },
+        {"NULL queue", NULL, QK_ON_QUEUE},
+        {"wrong-type queue", (const qk_queue_t *)(void *)lock, QK_ON_QUEUE},
+        {"foreign pointer", (const qk_queue_t *)(void *)&foreign, QK_ON_QUEUE},
+        {"bad predicate", NULL, (qk_predicate_t)7},
+        {"bad predicate, good queue", NULL, (qk_predicate_t)-1},
+        {"not on the queue", NULL, QK_ON_QUEUE},
+        {"on the queue", NULL, QK_NOT_ON_QUEUE},
     };
     cases[4].queue = serial;
     cases[5].queue = serial;
@@ -463,7 +510,7 @@ static void preconditions(void) {
     bad_case = "precondition";
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         EXPECT(aborts_with_one_line(&cases[i]), true);
-    qk_queue_precondition(serial, QK_NOT_ON_QUEUE);      /* holds: returns */
+    qk_queue_precondition(serial, QK_NOT_ON_QUEUE); /* holds: returns */
 }
 
 int main(int argc, char **argv) {
@@ -501,6 +548,7 @@ int main(int argc, char **argv) {
     qk_queue_release(serial);
     qk_queue_release(concurrent);
 
-    printf("misuse: %d bad inputs tried, %d got an answer other than the documented one\n", tried, failures);
+    printf("misuse: %d bad inputs tried, %d got an answer other than the documented one\n", tried,
+           failures);
     return failures == 0 ? 0 : 1;
 }

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * reliability.h — small helpers shared by the reliability programs (torture.c, misuse.c, soak.c):
  * a seeded PRNG, validated numeric arguments, a monotonic clock in nanoseconds, failure reports.
@@ -52,12 +55,13 @@ static inline uint32_t rl_below(rl_rng *rng, uint32_t bound) {
 
 /* Derives an independent seed from a seed and an index (one splitmix step over their mix). */
 static inline uint64_t rl_derive(uint64_t seed, uint64_t index) {
-    rl_rng rng = { seed ^ (index * 0xD1B54A32D192ED03ull) };
+    rl_rng rng = {seed ^ (index * 0xD1B54A32D192ED03ull)};
     return rl_next(&rng);
 }
 
 /* A validated numeric command-line argument in [min, max]; exits with a message otherwise. */
-static inline long long rl_number(const char *text, long long min, long long max, const char *what) {
+static inline long long rl_number(const char *text, long long min, long long max,
+                                  const char *what) {
     const char *error = NULL;
     long long value = strtonum(text, min, max, &error);
     if (error != NULL) {

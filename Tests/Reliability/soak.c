@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * soak.c — nothing lost under load: hammers the three components from many threads for a while
  * (60 s by default), checking invariants as it goes, and prints a summary with the counts.
@@ -30,12 +33,12 @@
 static atomic_ullong violations;
 static atomic_bool stop;
 
-#define VIOLATION(...)                                                   \
-    do {                                                                 \
-        if (atomic_fetch_add(&violations, 1) < 10) {                     \
-            fprintf(stderr, "soak: VIOLATION: " __VA_ARGS__);            \
-            fputc('\n', stderr);                                         \
-        }                                                                \
+#define VIOLATION(...)                                                                             \
+    do {                                                                                           \
+        if (atomic_fetch_add(&violations, 1) < 10) {                                               \
+            fprintf(stderr, "soak: VIOLATION: " __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
     } while (0)
 
 /* ---- DB queue ------------------------------------------------------------------------------ */
@@ -43,12 +46,16 @@ static atomic_bool stop;
 static qk_dbqueue_t *db;
 static atomic_int db_writers, db_readers;
 static struct {
-    uint64_t applied[MAX_THREADS];   /* last sequence number applied per writer thread */
-    uint64_t first, second;          /* written in two steps; a reader must never see them differ */
+    uint64_t applied[MAX_THREADS]; /* last sequence number applied per writer thread */
+    uint64_t first, second;        /* written in two steps; a reader must never see them differ */
 } record;
 static atomic_ullong db_reads, db_writes_sync, db_writes_async, db_reads_seen_own;
 
-struct db_write { int thread; uint64_t sequence; bool async; };
+struct db_write {
+    int thread;
+    uint64_t sequence;
+    bool async;
+};
 
 static void apply_write(void *context) {
     struct db_write *w = context;
@@ -70,7 +77,10 @@ static void apply_write(void *context) {
     }
 }
 
-struct db_read { int thread; uint64_t must_see; };
+struct db_read {
+    int thread;
+    uint64_t must_see;
+};
 
 static void check_read(void *context) {
     struct db_read *r = context;
@@ -87,21 +97,21 @@ static uint64_t submitted[MAX_THREADS];
 
 static void *db_writer(void *argument) {
     int thread = (int)(intptr_t)argument;
-    rl_rng rng = { (uint64_t)thread * 7919 };
+    rl_rng rng = {(uint64_t)thread * 7919};
     uint64_t sequence = 0;
     while (!atomic_load(&stop)) {
         ++sequence;
         if (rl_below(&rng, 2)) {
             struct db_write *w = malloc(sizeof *w);
             if (w == NULL) abort();
-            *w = (struct db_write){ thread, sequence, true };
+            *w = (struct db_write){thread, sequence, true};
             if (qk_dbqueue_write_async(db, w, apply_write) != 0) VIOLATION("write_async failed");
             /* a read that is not nested sees every write submitted before it began */
-            struct db_read r = { thread, sequence };
+            struct db_read r = {thread, sequence};
             if (qk_dbqueue_read(db, &r, check_read) != 0) VIOLATION("read failed");
             atomic_fetch_add(&db_reads_seen_own, 1);
         } else {
-            struct db_write w = { thread, sequence, false };
+            struct db_write w = {thread, sequence, false};
             if (qk_dbqueue_write(db, &w, apply_write) != 0) VIOLATION("write failed");
         }
     }
@@ -111,7 +121,7 @@ static void *db_writer(void *argument) {
 
 static void *db_reader(void *argument) {
     (void)argument;
-    struct db_read r = { -1, 0 };
+    struct db_read r = {-1, 0};
     while (!atomic_load(&stop))
         if (qk_dbqueue_read(db, &r, check_read) != 0) VIOLATION("read failed");
     return NULL;
@@ -121,8 +131,8 @@ static void *db_reader(void *argument) {
 
 enum { EMPTY = 0, FULL = 1 };
 static qk_condlock_t *slot_lock, *mutex;
-static uint64_t slot_item;                       /* producer << 40 | sequence, under slot_lock */
-static uint64_t consumed_last[MAX_THREADS];      /* per producer, under slot_lock */
+static uint64_t slot_item;                  /* producer << 40 | sequence, under slot_lock */
+static uint64_t consumed_last[MAX_THREADS]; /* per producer, under slot_lock */
 static uint64_t produced_count[MAX_THREADS];
 static atomic_ullong items_consumed, items_produced, producers_running;
 static int slot_inside;
@@ -133,9 +143,13 @@ static void *producer(void *argument) {
     while (!atomic_load(&stop)) {
         int status = qk_condlock_lock_when_until(slot_lock, EMPTY, qk_now_ns() + 50000000);
         if (status == ETIMEDOUT) continue;
-        if (status != 0) { VIOLATION("producer lock_when: %d", status); break; }
+        if (status != 0) {
+            VIOLATION("producer lock_when: %d", status);
+            break;
+        }
         if (++slot_inside != 1) VIOLATION("two threads inside the slot lock");
-        if (qk_condlock_condition(slot_lock) != EMPTY) VIOLATION("lock_when(EMPTY) returned with another condition");
+        if (qk_condlock_condition(slot_lock) != EMPTY)
+            VIOLATION("lock_when(EMPTY) returned with another condition");
         slot_item = (uint64_t)id << 40 | ++sequence;
         slot_inside--;
         if (qk_condlock_unlock_with(slot_lock, FULL) != 0) VIOLATION("unlock_with failed");
@@ -152,12 +166,16 @@ static void *consumer(void *argument) {
         /* once every producer is done, one last try (a past deadline tries once): either the
          * slot is empty, or full and free (taken here), or another consumer is emptying it */
         bool last_try = atomic_load(&producers_running) == 0;
-        int status = qk_condlock_lock_when_until(slot_lock, FULL, last_try ? 0 : qk_now_ns() + 20000000);
+        int status =
+            qk_condlock_lock_when_until(slot_lock, FULL, last_try ? 0 : qk_now_ns() + 20000000);
         if (status == ETIMEDOUT) {
             if (last_try) break;
             continue;
         }
-        if (status != 0) { VIOLATION("consumer lock_when: %d", status); break; }
+        if (status != 0) {
+            VIOLATION("consumer lock_when: %d", status);
+            break;
+        }
         if (++slot_inside != 1) VIOLATION("two threads inside the slot lock");
         int producer_id = (int)(slot_item >> 40);
         uint64_t sequence = slot_item & ((1ull << 40) - 1);
@@ -182,16 +200,25 @@ static void *mutex_user(void *argument) {
     while (!atomic_load(&stop)) {
         int status;
         switch (mine % 3) {
-        case 0: status = qk_condlock_lock(mutex); break;
-        case 1: status = qk_condlock_trylock(mutex); break;
-        default: status = qk_condlock_lock_until(mutex, qk_now_ns() + 1000000); break;
+        case 0:
+            status = qk_condlock_lock(mutex);
+            break;
+        case 1:
+            status = qk_condlock_trylock(mutex);
+            break;
+        default:
+            status = qk_condlock_lock_until(mutex, qk_now_ns() + 1000000);
+            break;
         }
         if (status == EBUSY || status == ETIMEDOUT) {
             atomic_fetch_add(&mutex_try_busy, 1);
             mine++;
             continue;
         }
-        if (status != 0) { VIOLATION("mutex lock: %d", status); break; }
+        if (status != 0) {
+            VIOLATION("mutex lock: %d", status);
+            break;
+        }
         if (++mutex_inside != 1) VIOLATION("two threads inside the mutex");
         mutex_counter++;
         mutex_inside--;
@@ -207,14 +234,15 @@ static void *mutex_user(void *argument) {
 
 static qk_queue_t *serial, *concurrent;
 static atomic_int serial_inside, barrier_inside, shared_inside;
-static uint64_t serial_counter;                  /* plain, only in serial blocks */
-static uint64_t barrier_counter;                 /* plain, only in barrier blocks */
+static uint64_t serial_counter;  /* plain, only in serial blocks */
+static uint64_t barrier_counter; /* plain, only in barrier blocks */
 static atomic_ullong serial_submitted, serial_done, barrier_submitted, shared_done;
 
 static void serial_block(void *context) {
     (void)context;
     if (atomic_fetch_add(&serial_inside, 1) != 0) VIOLATION("two blocks inside a serial queue");
-    if (qk_queue_check(serial, QK_ON_QUEUE_AS_BARRIER) != 0) VIOLATION("serial block: not exclusive");
+    if (qk_queue_check(serial, QK_ON_QUEUE_AS_BARRIER) != 0)
+        VIOLATION("serial block: not exclusive");
     serial_counter++;
     atomic_fetch_sub(&serial_inside, 1);
     atomic_fetch_add(&serial_done, 1);
@@ -225,7 +253,8 @@ static void hop_read(void *context) {
     /* inside a DB read, reached through a sync hop: both queues are on the chain */
     if (qk_queue_current() != qk_dbqueue_queue(db)) VIOLATION("current queue inside the hop read");
     if (qk_queue_check(serial, QK_ON_QUEUE) != 0) VIOLATION("serial queue not held further out");
-    if (qk_queue_sync(serial, NULL, serial_block) != EDEADLK) VIOLATION("sync onto the held serial queue ran");
+    if (qk_queue_sync(serial, NULL, serial_block) != EDEADLK)
+        VIOLATION("sync onto the held serial queue ran");
 }
 
 static void serial_block_with_hop(void *context) {
@@ -246,14 +275,16 @@ static void shared_block(void *context) {
     atomic_fetch_add(&shared_inside, 1);
     if (atomic_load(&barrier_inside) != 0) VIOLATION("a non-barrier block overlapped a barrier");
     /* nested sync on the same concurrent queue runs inline, never behind a pending barrier */
-    if (qk_queue_check(concurrent, QK_ON_QUEUE_AS_BARRIER) == 0) VIOLATION("non-barrier block counted as barrier");
+    if (qk_queue_check(concurrent, QK_ON_QUEUE_AS_BARRIER) == 0)
+        VIOLATION("non-barrier block counted as barrier");
     atomic_fetch_sub(&shared_inside, 1);
     atomic_fetch_add(&shared_done, 1);
 }
 
 static void nested_shared(void *context) {
     shared_block(context);
-    if (qk_queue_sync(concurrent, NULL, shared_block) != 0) VIOLATION("nested sync on a concurrent queue failed");
+    if (qk_queue_sync(concurrent, NULL, shared_block) != 0)
+        VIOLATION("nested sync on a concurrent queue failed");
 }
 
 static void *queue_user(void *argument) {
@@ -262,21 +293,42 @@ static void *queue_user(void *argument) {
     while (!atomic_load(&stop)) {
         int status = 0;
         switch ((i++ + (uint64_t)id) % 6) {
-        case 0: status = qk_queue_sync(serial, NULL, serial_block_with_hop); atomic_fetch_add(&serial_submitted, 1); break;
-        case 1: status = qk_queue_async(serial, NULL, serial_block); atomic_fetch_add(&serial_submitted, 1); break;
-        case 2: status = qk_queue_barrier_sync(concurrent, NULL, barrier_block); atomic_fetch_add(&barrier_submitted, 1); break;
-        case 3: status = qk_queue_barrier_async(concurrent, NULL, barrier_block); atomic_fetch_add(&barrier_submitted, 1); break;
-        case 4: status = qk_queue_sync(concurrent, NULL, nested_shared); break;
-        default: status = qk_queue_perform(serial, NULL, serial_block); atomic_fetch_add(&serial_submitted, 1); break;
+        case 0:
+            status = qk_queue_sync(serial, NULL, serial_block_with_hop);
+            atomic_fetch_add(&serial_submitted, 1);
+            break;
+        case 1:
+            status = qk_queue_async(serial, NULL, serial_block);
+            atomic_fetch_add(&serial_submitted, 1);
+            break;
+        case 2:
+            status = qk_queue_barrier_sync(concurrent, NULL, barrier_block);
+            atomic_fetch_add(&barrier_submitted, 1);
+            break;
+        case 3:
+            status = qk_queue_barrier_async(concurrent, NULL, barrier_block);
+            atomic_fetch_add(&barrier_submitted, 1);
+            break;
+        case 4:
+            status = qk_queue_sync(concurrent, NULL, nested_shared);
+            break;
+        default:
+            status = qk_queue_perform(serial, NULL, serial_block);
+            atomic_fetch_add(&serial_submitted, 1);
+            break;
         }
         if (status != 0) VIOLATION("queue call failed: %d", status);
         /* bound the async backlog */
-        if (i % 64 == 0) qk_queue_barrier_sync(concurrent, NULL, barrier_block), atomic_fetch_add(&barrier_submitted, 1);
+        if (i % 64 == 0)
+            qk_queue_barrier_sync(concurrent, NULL, barrier_block),
+                atomic_fetch_add(&barrier_submitted, 1);
     }
     return NULL;
 }
 
-static void nothing(void *context) { (void)context; }
+static void nothing(void *context) {
+    (void)context;
+}
 
 /* ---- main -------------------------------------------------------------------------------- */
 
@@ -284,8 +336,10 @@ int main(int argc, char **argv) {
     long seconds = 60;
     int per_role = 2;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = (long)rl_number(argv[++i], 1, 86400, "--seconds");
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) per_role = (int)rl_number(argv[++i], 1, 8, "--threads");
+        if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+            seconds = (long)rl_number(argv[++i], 1, 86400, "--seconds");
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            per_role = (int)rl_number(argv[++i], 1, 8, "--threads");
         else {
             fprintf(stderr, "usage: soak [--seconds N] [--threads N per role, 1..8]\n");
             return 2;
@@ -306,12 +360,16 @@ int main(int argc, char **argv) {
     pthread_t threads[6 * 16 + 8];
     int count = 0;
     atomic_store(&producers_running, (unsigned long long)producers);
-    for (int i = 0; i < writers; i++) pthread_create(&threads[count++], NULL, db_writer, (void *)(intptr_t)i);
+    for (int i = 0; i < writers; i++)
+        pthread_create(&threads[count++], NULL, db_writer, (void *)(intptr_t)i);
     for (int i = 0; i < readers; i++) pthread_create(&threads[count++], NULL, db_reader, NULL);
-    for (int i = 0; i < producers; i++) pthread_create(&threads[count++], NULL, producer, (void *)(intptr_t)i);
+    for (int i = 0; i < producers; i++)
+        pthread_create(&threads[count++], NULL, producer, (void *)(intptr_t)i);
     for (int i = 0; i < consumers; i++) pthread_create(&threads[count++], NULL, consumer, NULL);
-    for (int i = 0; i < mutex_users; i++) pthread_create(&threads[count++], NULL, mutex_user, (void *)(intptr_t)i);
-    for (int i = 0; i < queue_users; i++) pthread_create(&threads[count++], NULL, queue_user, (void *)(intptr_t)i);
+    for (int i = 0; i < mutex_users; i++)
+        pthread_create(&threads[count++], NULL, mutex_user, (void *)(intptr_t)i);
+    for (int i = 0; i < queue_users; i++)
+        pthread_create(&threads[count++], NULL, queue_user, (void *)(intptr_t)i);
     printf("soak: %d threads for %ld s\n", count, seconds);
     fflush(stdout);
 
@@ -340,9 +398,12 @@ int main(int argc, char **argv) {
     if (mutex_counter != atomic_load(&mutex_sections)) VIOLATION("mutex counter lost increments");
     qk_queue_barrier_sync(concurrent, NULL, nothing);
     qk_queue_sync(serial, NULL, nothing);
-    if (serial_counter != atomic_load(&serial_submitted)) VIOLATION("serial blocks lost or doubled");
-    if (barrier_counter != atomic_load(&barrier_submitted)) VIOLATION("barrier blocks lost or doubled");
-    if (qk_condlock_destroy(slot_lock) != 0 || qk_condlock_destroy(mutex) != 0) VIOLATION("lock destroy failed");
+    if (serial_counter != atomic_load(&serial_submitted))
+        VIOLATION("serial blocks lost or doubled");
+    if (barrier_counter != atomic_load(&barrier_submitted))
+        VIOLATION("barrier blocks lost or doubled");
+    if (qk_condlock_destroy(slot_lock) != 0 || qk_condlock_destroy(mutex) != 0)
+        VIOLATION("lock destroy failed");
     if (qk_dbqueue_destroy(db) != 0) VIOLATION("DB destroy failed");
     qk_queue_release(serial);
     qk_queue_release(concurrent);
@@ -351,11 +412,12 @@ int main(int argc, char **argv) {
     printf("soak: DB queue: %llu writes (%llu sync, %llu async) applied exactly once in per-thread "
            "order, %llu reads (%llu saw the thread's own async write); condition lock: %llu items "
            "produced, %llu consumed exactly once, %llu mutex sections (%llu try/timed misses); "
-           "queues: %llu serial blocks, %llu barrier blocks, %llu concurrent blocks; %llu violations\n",
-           (unsigned long long)db_submitted, atomic_load(&db_writes_sync), atomic_load(&db_writes_async),
-           atomic_load(&db_reads), atomic_load(&db_reads_seen_own), (unsigned long long)produced,
-           atomic_load(&items_consumed), atomic_load(&mutex_sections), atomic_load(&mutex_try_busy),
-           (unsigned long long)serial_counter, (unsigned long long)barrier_counter,
-           atomic_load(&shared_done), bad);
+           "queues: %llu serial blocks, %llu barrier blocks, %llu concurrent blocks; %llu "
+           "violations\n",
+           (unsigned long long)db_submitted, atomic_load(&db_writes_sync),
+           atomic_load(&db_writes_async), atomic_load(&db_reads), atomic_load(&db_reads_seen_own),
+           (unsigned long long)produced, atomic_load(&items_consumed), atomic_load(&mutex_sections),
+           atomic_load(&mutex_try_busy), (unsigned long long)serial_counter,
+           (unsigned long long)barrier_counter, atomic_load(&shared_done), bad);
     return bad == 0 ? 0 : 1;
 }

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * torture.c — the deadlock torture test: random nested call trees over serial and concurrent
  * queues, DB queues and condition locks, run concurrently on several threads, each tree under a
@@ -77,7 +80,7 @@ enum kind { K_LOCK, K_SERIAL, K_CONCURRENT, K_DB };
 struct resource {
     enum kind kind;
     const char *name;
-    qk_queue_t *queue;   /* the queue, or the DB queue's identity queue */
+    qk_queue_t *queue; /* the queue, or the DB queue's identity queue */
     qk_dbqueue_t *db;
     qk_condlock_t *lock;
     atomic_int exclusive; /* threads inside exclusively (fresh acquisitions only) */
@@ -85,55 +88,83 @@ struct resource {
 };
 
 static struct resource resources[] = {
-    { .kind = K_LOCK, .name = "L0" }, { .kind = K_SERIAL, .name = "S0" },
-    { .kind = K_CONCURRENT, .name = "C0" }, { .kind = K_DB, .name = "D0" },
-    { .kind = K_LOCK, .name = "L1" }, { .kind = K_DB, .name = "D1" },
-    { .kind = K_SERIAL, .name = "S1" }, { .kind = K_CONCURRENT, .name = "C1" },
-    { .kind = K_LOCK, .name = "L2" }, { .kind = K_SERIAL, .name = "S2" }, { .kind = K_DB, .name = "D2" },
+    {.kind = K_LOCK, .name = "L0"},       {.kind = K_SERIAL, .name = "S0"},
+    {.kind = K_CONCURRENT, .name = "C0"}, {.kind = K_DB, .name = "D0"},
+    {.kind = K_LOCK, .name = "L1"},       {.kind = K_DB, .name = "D1"},
+    {.kind = K_SERIAL, .name = "S1"},     {.kind = K_CONCURRENT, .name = "C1"},
+    {.kind = K_LOCK, .name = "L2"},       {.kind = K_SERIAL, .name = "S2"},
+    {.kind = K_DB, .name = "D2"},
 };
 #define NRES ((int)(sizeof resources / sizeof resources[0]))
 
 /* ---- trees ----------------------------------------------------------------------------------- */
 
 enum op {
-    OP_SYNC, OP_BARRIER_SYNC, OP_PERFORM,                                     /* queues */
-    OP_READ, OP_WRITE, OP_WRITE_ASYNC, OP_FLUSH, OP_DESTROY,                   /* DB queues */
-    OP_LOCK, OP_LOCK_WHEN, OP_LOCK_WHEN_UNTIL, OP_TRYLOCK, OP_TRYLOCK_WHEN,    /* locks */
-    OP_LOCK_UNTIL_SHORT, OP_WHEN_MISS, OP_SET, OP_UNLOCK_FOREIGN,
+    OP_SYNC,
+    OP_BARRIER_SYNC,
+    OP_PERFORM, /* queues */
+    OP_READ,
+    OP_WRITE,
+    OP_WRITE_ASYNC,
+    OP_FLUSH,
+    OP_DESTROY, /* DB queues */
+    OP_LOCK,
+    OP_LOCK_WHEN,
+    OP_LOCK_WHEN_UNTIL,
+    OP_TRYLOCK,
+    OP_TRYLOCK_WHEN, /* locks */
+    OP_LOCK_UNTIL_SHORT,
+    OP_WHEN_MISS,
+    OP_SET,
+    OP_UNLOCK_FOREIGN,
 };
 static const char *const op_names[] = {
-    "sync", "barrier_sync", "perform", "read", "write", "write_async", "flush", "destroy",
-    "lock", "lock_when(0)", "lock_when_until(0,+10s)", "trylock", "trylock_when(0)",
-    "lock_until(+1ms)", "lock_when_until(1,+1ms)", "set(0)", "unlock(not holder)",
+    "sync",
+    "barrier_sync",
+    "perform",
+    "read",
+    "write",
+    "write_async",
+    "flush",
+    "destroy",
+    "lock",
+    "lock_when(0)",
+    "lock_when_until(0,+10s)",
+    "trylock",
+    "trylock_when(0)",
+    "lock_until(+1ms)",
+    "lock_when_until(1,+1ms)",
+    "set(0)",
+    "unlock(not holder)",
 };
-static const enum op queue_ops[] = { OP_SYNC, OP_BARRIER_SYNC, OP_PERFORM };
-static const enum op db_ops[] = { OP_READ, OP_WRITE, OP_WRITE_ASYNC, OP_FLUSH, OP_DESTROY };
-static const enum op lock_ops[] = { OP_LOCK, OP_LOCK_WHEN, OP_LOCK_WHEN_UNTIL, OP_TRYLOCK,
-                                    OP_TRYLOCK_WHEN, OP_LOCK_UNTIL_SHORT, OP_WHEN_MISS, OP_SET,
-                                    OP_UNLOCK_FOREIGN };
+static const enum op queue_ops[] = {OP_SYNC, OP_BARRIER_SYNC, OP_PERFORM};
+static const enum op db_ops[] = {OP_READ, OP_WRITE, OP_WRITE_ASYNC, OP_FLUSH, OP_DESTROY};
+static const enum op lock_ops[] = {OP_LOCK,      OP_LOCK_WHEN,    OP_LOCK_WHEN_UNTIL,
+                                   OP_TRYLOCK,   OP_TRYLOCK_WHEN, OP_LOCK_UNTIL_SHORT,
+                                   OP_WHEN_MISS, OP_SET,          OP_UNLOCK_FOREIGN};
 
 enum mode { M_NONE, M_SHARED, M_EXCLUSIVE };
 
-#define MAX_NODES 48
-#define MAX_KIDS 3
-#define MAX_DEPTH 6
-#define MAX_ROOTS 3
+#define MAX_NODES   48
+#define MAX_KIDS    3
+#define MAX_DEPTH   6
+#define MAX_ROOTS   3
 #define NOT_RUN_YET INT32_MIN
 #define SKIPPED_HOP (INT32_MIN + 1)
 
 struct node {
     enum op op;
     int res;
-    int expect;          /* the documented result */
-    int alternative;     /* a second acceptable result (timing-dependent calls), or -1 */
-    bool has_work;       /* the call runs work (children, or the async leaf's checks) */
-    bool fresh;          /* a real acquisition, not an inline reentrant run */
-    enum mode inside;    /* how the chain holds `res` inside the work */
+    int expect;       /* the documented result */
+    int alternative;  /* a second acceptable result (timing-dependent calls), or -1 */
+    bool has_work;    /* the call runs work (children, or the async leaf's checks) */
+    bool fresh;       /* a real acquisition, not an inline reentrant run */
+    enum mode inside; /* how the chain holds `res` inside the work */
     int kids[MAX_KIDS];
     int kid_count;
     int depth;
-    int result;          /* what the call returned */
-    atomic_int runs;     /* how many times its work ran */
+    int result;      /* what the call returned */
+    atomic_int runs; /* how many times its work ran */
 };
 
 struct tree {
@@ -158,7 +189,7 @@ static bool unordered_phase;
 
 /* How long the timed lock_when of a tree waits: long in the ordered phase (it must succeed), short
  * in the unordered one (it may be part of a ring, which only its deadline breaks). */
-static uint64_t when_until_ns = 10000000000ull;  /* 2 ms in the unordered phase */
+static uint64_t when_until_ns = 10000000000ull; /* 2 ms in the unordered phase */
 
 static int highest_held(const struct model *m) {
     for (int r = NRES - 1; r >= 0; r--)
@@ -177,41 +208,68 @@ static bool plan(struct node *n, const struct model *m, enum op op, int res) {
     if (!plan_call(n, m, op, res, true)) return false;
     /* Any wait may now close a ring: an untimed one may be refused, a timed one time out. */
     bool blocking = n->fresh || ((op == OP_SET || op == OP_FLUSH) && n->expect == 0);
-    if (op == OP_LOCK_WHEN_UNTIL && n->fresh) n->alternative = ETIMEDOUT;
-    else if (blocking && n->alternative < 0) n->alternative = EDEADLK;
+    if (op == OP_LOCK_WHEN_UNTIL && n->fresh)
+        n->alternative = ETIMEDOUT;
+    else if (blocking && n->alternative < 0)
+        n->alternative = EDEADLK;
     return true;
 }
 
 static bool plan_call(struct node *n, const struct model *m, enum op op, int res, bool ordered) {
     enum mode held = m->mode[res];
     enum kind kind = resources[res].kind;
-    *n = (struct node){ .op = op, .res = res, .alternative = -1, .result = NOT_RUN_YET };
+    *n = (struct node){.op = op, .res = res, .alternative = -1, .result = NOT_RUN_YET};
     switch (op) {
     case OP_SYNC:
-        if (held == M_EXCLUSIVE) { n->expect = EDEADLK; return true; }
-        if (held == M_SHARED) { n->has_work = true; n->inside = M_SHARED; return true; }
+        if (held == M_EXCLUSIVE) {
+            n->expect = EDEADLK;
+            return true;
+        }
+        if (held == M_SHARED) {
+            n->has_work = true;
+            n->inside = M_SHARED;
+            return true;
+        }
         if (!ordered) return false;
         n->has_work = n->fresh = true;
         n->inside = kind == K_SERIAL ? M_EXCLUSIVE : M_SHARED;
         return true;
     case OP_BARRIER_SYNC:
-        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+        if (held != M_NONE) {
+            n->expect = EDEADLK;
+            return true;
+        }
         if (!ordered) return false;
         n->has_work = n->fresh = true;
         n->inside = M_EXCLUSIVE;
         return true;
     case OP_PERFORM:
-        if (held != M_NONE) { n->has_work = true; n->inside = held; return true; }
+        if (held != M_NONE) {
+            n->has_work = true;
+            n->inside = held;
+            return true;
+        }
         return plan_call(n, m, OP_SYNC, res, ordered) && (n->op = OP_PERFORM, true);
     case OP_READ:
-        if (held != M_NONE) { n->has_work = true; n->inside = held; return true; }
+        if (held != M_NONE) {
+            n->has_work = true;
+            n->inside = held;
+            return true;
+        }
         if (!ordered) return false;
         n->has_work = n->fresh = true;
         n->inside = M_SHARED;
         return true;
     case OP_WRITE:
-        if (held == M_EXCLUSIVE) { n->has_work = true; n->inside = M_EXCLUSIVE; return true; }
-        if (held == M_SHARED) { n->expect = EDEADLK; return true; }
+        if (held == M_EXCLUSIVE) {
+            n->has_work = true;
+            n->inside = M_EXCLUSIVE;
+            return true;
+        }
+        if (held == M_SHARED) {
+            n->expect = EDEADLK;
+            return true;
+        }
         if (!ordered) return false;
         n->has_work = n->fresh = true;
         n->inside = M_EXCLUSIVE;
@@ -220,24 +278,46 @@ static bool plan_call(struct node *n, const struct model *m, enum op op, int res
         n->has_work = true; /* a leaf: runs later, on the DB queue's writer */
         return true;
     case OP_FLUSH:
-        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+        if (held != M_NONE) {
+            n->expect = EDEADLK;
+            return true;
+        }
         return ordered;
     case OP_DESTROY:
-        if (held != M_NONE) { n->expect = EBUSY; return true; }
+        if (held != M_NONE) {
+            n->expect = EBUSY;
+            return true;
+        }
         return false; /* never destroy a queue the other trees use */
-    case OP_LOCK: case OP_LOCK_WHEN: case OP_LOCK_WHEN_UNTIL: case OP_SET:
-        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+    case OP_LOCK:
+    case OP_LOCK_WHEN:
+    case OP_LOCK_WHEN_UNTIL:
+    case OP_SET:
+        if (held != M_NONE) {
+            n->expect = EDEADLK;
+            return true;
+        }
         if (!ordered) return false;
-        if (op != OP_SET) { n->has_work = n->fresh = true; n->inside = M_EXCLUSIVE; }
+        if (op != OP_SET) {
+            n->has_work = n->fresh = true;
+            n->inside = M_EXCLUSIVE;
+        }
         return true;
-    case OP_TRYLOCK: case OP_TRYLOCK_WHEN:
-        if (held != M_NONE) { n->expect = EBUSY; return true; }
+    case OP_TRYLOCK:
+    case OP_TRYLOCK_WHEN:
+        if (held != M_NONE) {
+            n->expect = EBUSY;
+            return true;
+        }
         n->has_work = n->fresh = true; /* may fail: another thread may hold it */
         n->inside = M_EXCLUSIVE;
         n->alternative = EBUSY;
         return true;
     case OP_LOCK_UNTIL_SHORT:
-        if (held != M_NONE) { n->expect = EDEADLK; return true; }
+        if (held != M_NONE) {
+            n->expect = EDEADLK;
+            return true;
+        }
         n->has_work = n->fresh = true;
         n->inside = M_EXCLUSIVE;
         n->alternative = ETIMEDOUT;
@@ -277,9 +357,15 @@ static int generate_node(struct tree *t, rl_rng *rng, struct model *m, int depth
         int res = (int)rl_below(rng, NRES);
         enum op op;
         switch (resources[res].kind) {
-        case K_LOCK: op = lock_ops[rl_below(rng, sizeof lock_ops / sizeof lock_ops[0])]; break;
-        case K_DB: op = db_ops[rl_below(rng, sizeof db_ops / sizeof db_ops[0])]; break;
-        default: op = queue_ops[rl_below(rng, sizeof queue_ops / sizeof queue_ops[0])]; break;
+        case K_LOCK:
+            op = lock_ops[rl_below(rng, sizeof lock_ops / sizeof lock_ops[0])];
+            break;
+        case K_DB:
+            op = db_ops[rl_below(rng, sizeof db_ops / sizeof db_ops[0])];
+            break;
+        default:
+            op = queue_ops[rl_below(rng, sizeof queue_ops / sizeof queue_ops[0])];
+            break;
         }
         struct node candidate;
         if (!plan(&candidate, m, op, res)) continue;
@@ -295,8 +381,8 @@ static int generate_node(struct tree *t, rl_rng *rng, struct model *m, int depth
 static void generate(struct tree *t, uint64_t seed) {
     memset(t, 0, sizeof *t);
     t->seed = seed;
-    rl_rng rng = { seed };
-    struct model m = { { M_NONE } };
+    rl_rng rng = {seed};
+    struct model m = {{M_NONE}};
     int roots = 1 + (int)rl_below(&rng, MAX_ROOTS);
     for (int r = 0; r < roots; r++) {
         int index = generate_node(t, &rng, &m, 0);
@@ -305,10 +391,19 @@ static void generate(struct tree *t, uint64_t seed) {
 }
 
 static const char *status_name(int status) {
-    static const struct { int code; const char *name; } names[] = {
-        { 0, "0" }, { EINVAL, "EINVAL" }, { EBUSY, "EBUSY" }, { ETIMEDOUT, "ETIMEDOUT" },
-        { EPERM, "EPERM" }, { EDEADLK, "EDEADLK" }, { ENOMEM, "ENOMEM" },
-        { NOT_RUN_YET, "not called" }, { SKIPPED_HOP, "skipped (thread hop)" },
+    static const struct {
+        int code;
+        const char *name;
+    } names[] = {
+        {0, "0"},
+        {EINVAL, "EINVAL"},
+        {EBUSY, "EBUSY"},
+        {ETIMEDOUT, "ETIMEDOUT"},
+        {EPERM, "EPERM"},
+        {EDEADLK, "EDEADLK"},
+        {ENOMEM, "ENOMEM"},
+        {NOT_RUN_YET, "not called"},
+        {SKIPPED_HOP, "skipped (thread hop)"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (names[i].code == status) return names[i].name;
@@ -321,7 +416,10 @@ static void print_node(FILE *out, const struct tree *t, int index) {
             status_name(n->expect));
     if (n->alternative >= 0) fprintf(out, " or %s", status_name(n->alternative));
     if (n->has_work && !n->expect)
-        fprintf(out, ", runs once%s", n->op == OP_WRITE_ASYNC ? " later" : n->fresh ? "" : " inline");
+        fprintf(out, ", runs once%s",
+                n->op == OP_WRITE_ASYNC ? " later"
+                : n->fresh              ? ""
+                                        : " inline");
     fprintf(out, "  | got %s, ran %d\n", status_name(n->result), atomic_load(&n->runs));
     for (int k = 0; k < n->kid_count; k++) print_node(out, t, n->kids[k]);
 }
@@ -329,9 +427,9 @@ static void print_node(FILE *out, const struct tree *t, int index) {
 static uint64_t master_seed;
 
 static void print_tree(FILE *out, const struct tree *t) {
-    fprintf(out, "tree seed 0x%016llx (master seed 0x%016llx; rerun alone: torture --tree 0x%llx)\n",
-            (unsigned long long)t->seed, (unsigned long long)master_seed,
-            (unsigned long long)t->seed);
+    fprintf(
+        out, "tree seed 0x%016llx (master seed 0x%016llx; rerun alone: torture --tree 0x%llx)\n",
+        (unsigned long long)t->seed, (unsigned long long)master_seed, (unsigned long long)t->seed);
     for (int r = 0; r < t->root_count; r++) print_node(out, t, t->roots[r]);
 }
 
@@ -343,7 +441,8 @@ static _Noreturn void fail(const struct tree *t, const char *what, int index) {
     pthread_mutex_lock(&report_lock);
     fprintf(stderr, "torture: FAILED: %s", what);
     if (index >= 0)
-        fprintf(stderr, " at %s %s", op_names[t->nodes[index].op], resources[t->nodes[index].res].name);
+        fprintf(stderr, " at %s %s", op_names[t->nodes[index].op],
+                resources[t->nodes[index].res].name);
     fprintf(stderr, "\n");
     print_tree(stderr, t);
     fflush(stderr);
@@ -441,10 +540,12 @@ static void enter(struct tree *t, int index) {
     if (!n->fresh) return;
     if (n->inside == M_EXCLUSIVE) {
         int inside = atomic_fetch_add(&r->exclusive, 1) + 1;
-        if (inside != 1 || atomic_load(&r->shared) != 0) fail(t, "mutual exclusion violated", index);
+        if (inside != 1 || atomic_load(&r->shared) != 0)
+            fail(t, "mutual exclusion violated", index);
     } else {
         atomic_fetch_add(&r->shared, 1);
-        if (atomic_load(&r->exclusive) != 0) fail(t, "a shared block overlapped an exclusive one", index);
+        if (atomic_load(&r->exclusive) != 0)
+            fail(t, "a shared block overlapped an exclusive one", index);
     }
 }
 
@@ -460,10 +561,13 @@ static void check_identity(struct tree *t, int index) {
     struct node *n = &t->nodes[index];
     struct resource *r = &resources[n->res];
     if (r->kind == K_LOCK) return;
-    if (qk_queue_current() != r->queue) fail(t, "qk_queue_current() is not the queue running the block", index);
-    if (qk_queue_check(r->queue, QK_ON_QUEUE) != 0) fail(t, "qk_queue_check(QK_ON_QUEUE) failed inside", index);
+    if (qk_queue_current() != r->queue)
+        fail(t, "qk_queue_current() is not the queue running the block", index);
+    if (qk_queue_check(r->queue, QK_ON_QUEUE) != 0)
+        fail(t, "qk_queue_check(QK_ON_QUEUE) failed inside", index);
     int barrier = qk_queue_check(r->queue, QK_ON_QUEUE_AS_BARRIER);
-    if ((barrier == 0) != (n->inside == M_EXCLUSIVE)) fail(t, "QK_ON_QUEUE_AS_BARRIER disagrees with the mode", index);
+    if ((barrier == 0) != (n->inside == M_EXCLUSIVE))
+        fail(t, "QK_ON_QUEUE_AS_BARRIER disagrees with the mode", index);
 }
 
 static void body(void *context) {
@@ -486,33 +590,47 @@ static void async_body(void *context) {
     if (atomic_fetch_add(&n->runs, 1) != 0) fail(t, "async write ran twice", v->index);
     int inside = atomic_fetch_add(&r->exclusive, 1) + 1;
     if (inside != 1 || atomic_load(&r->shared) != 0) fail(t, "async write not exclusive", v->index);
-    if (qk_queue_check(r->queue, QK_ON_QUEUE_AS_BARRIER) != 0) fail(t, "async write: not on queue as barrier", v->index);
-    if (qk_dbqueue_flush(r->db) != EDEADLK) fail(t, "flush inside an async write: not EDEADLK", v->index);
+    if (qk_queue_check(r->queue, QK_ON_QUEUE_AS_BARRIER) != 0)
+        fail(t, "async write: not on queue as barrier", v->index);
+    if (qk_dbqueue_flush(r->db) != EDEADLK)
+        fail(t, "flush inside an async write: not EDEADLK", v->index);
     atomic_fetch_sub(&r->exclusive, 1);
     free(v);
 }
 
-static void nothing(void *context) { (void)context; }
+static void nothing(void *context) {
+    (void)context;
+}
 
 static void run_node(struct tree *t, int index, struct counters *c) {
     struct node *n = &t->nodes[index];
     struct resource *r = &resources[n->res];
-    struct visit v = { t, index, c };
+    struct visit v = {t, index, c};
     int status = 0;
     c->calls++;
-    if (r->kind == K_LOCK && n->expect != ETIMEDOUT && n->op != OP_UNLOCK_FOREIGN
-        && n->expect != 0 && !pthread_equal(t->lock_holder[n->res], pthread_self())) {
+    if (r->kind == K_LOCK && n->expect != ETIMEDOUT && n->op != OP_UNLOCK_FOREIGN &&
+        n->expect != 0 && !pthread_equal(t->lock_holder[n->res], pthread_self())) {
         /* a reentrant lock call, but the block runs on another thread than the holder */
         n->result = SKIPPED_HOP;
         c->hops++;
         return;
     }
     switch (n->op) {
-    case OP_SYNC: status = qk_queue_sync(r->queue, &v, body); break;
-    case OP_BARRIER_SYNC: status = qk_queue_barrier_sync(r->queue, &v, body); break;
-    case OP_PERFORM: status = qk_queue_perform(r->queue, &v, body); break;
-    case OP_READ: status = qk_dbqueue_read(r->db, &v, body); break;
-    case OP_WRITE: status = qk_dbqueue_write(r->db, &v, body); break;
+    case OP_SYNC:
+        status = qk_queue_sync(r->queue, &v, body);
+        break;
+    case OP_BARRIER_SYNC:
+        status = qk_queue_barrier_sync(r->queue, &v, body);
+        break;
+    case OP_PERFORM:
+        status = qk_queue_perform(r->queue, &v, body);
+        break;
+    case OP_READ:
+        status = qk_dbqueue_read(r->db, &v, body);
+        break;
+    case OP_WRITE:
+        status = qk_dbqueue_write(r->db, &v, body);
+        break;
     case OP_WRITE_ASYNC: {
         struct visit *copy = malloc(sizeof *copy);
         if (copy == NULL) fail(t, "out of memory", index);
@@ -522,23 +640,44 @@ static void run_node(struct tree *t, int index, struct counters *c) {
         c->async_writes++;
         break;
     }
-    case OP_FLUSH: status = qk_dbqueue_flush(r->db); break;
-    case OP_DESTROY: status = qk_dbqueue_destroy(r->db); break;
-    case OP_SET: status = qk_condlock_set(r->lock, 0); break;
+    case OP_FLUSH:
+        status = qk_dbqueue_flush(r->db);
+        break;
+    case OP_DESTROY:
+        status = qk_dbqueue_destroy(r->db);
+        break;
+    case OP_SET:
+        status = qk_condlock_set(r->lock, 0);
+        break;
     case OP_UNLOCK_FOREIGN:
         status = (rl_derive(t->seed, (uint64_t)index) & 1) ? qk_condlock_unlock(r->lock)
                                                            : qk_condlock_unlock_with(r->lock, 1);
         break;
-    case OP_WHEN_MISS: status = qk_condlock_lock_when_until(r->lock, 1, qk_now_ns() + 1000000); break;
+    case OP_WHEN_MISS:
+        status = qk_condlock_lock_when_until(r->lock, 1, qk_now_ns() + 1000000);
+        break;
     default: {
         switch (n->op) {
-        case OP_LOCK: status = qk_condlock_lock(r->lock); break;
-        case OP_LOCK_WHEN: status = qk_condlock_lock_when(r->lock, 0); break;
-        case OP_LOCK_WHEN_UNTIL: status = qk_condlock_lock_when_until(r->lock, 0, qk_now_ns() + when_until_ns); break;
-        case OP_TRYLOCK: status = qk_condlock_trylock(r->lock); break;
-        case OP_TRYLOCK_WHEN: status = qk_condlock_trylock_when(r->lock, 0); break;
-        case OP_LOCK_UNTIL_SHORT: status = qk_condlock_lock_until(r->lock, qk_now_ns() + 1000000); break;
-        default: fail(t, "unknown op", index);
+        case OP_LOCK:
+            status = qk_condlock_lock(r->lock);
+            break;
+        case OP_LOCK_WHEN:
+            status = qk_condlock_lock_when(r->lock, 0);
+            break;
+        case OP_LOCK_WHEN_UNTIL:
+            status = qk_condlock_lock_when_until(r->lock, 0, qk_now_ns() + when_until_ns);
+            break;
+        case OP_TRYLOCK:
+            status = qk_condlock_trylock(r->lock);
+            break;
+        case OP_TRYLOCK_WHEN:
+            status = qk_condlock_trylock_when(r->lock, 0);
+            break;
+        case OP_LOCK_UNTIL_SHORT:
+            status = qk_condlock_lock_until(r->lock, qk_now_ns() + 1000000);
+            break;
+        default:
+            fail(t, "unknown op", index);
         }
         if (status == 0) {
             if (!n->has_work) fail(t, "a lock call that must fail succeeded", index);
@@ -547,17 +686,22 @@ static void run_node(struct tree *t, int index, struct counters *c) {
             body(&v);
             t->lock_holder[n->res] = saved;
             /* alternate the two releases; the condition stays 0 */
-            int unlocked = (index & 1) ? qk_condlock_unlock(r->lock) : qk_condlock_unlock_with(r->lock, 0);
+            int unlocked =
+                (index & 1) ? qk_condlock_unlock(r->lock) : qk_condlock_unlock_with(r->lock, 0);
             if (unlocked != 0) fail(t, "unlock by the holder failed", index);
         }
         break;
     }
     }
     n->result = status;
-    if (status == 0) c->ran++;
-    else if (status == n->alternative && status == EDEADLK) c->cycles++;
-    else if (status == n->alternative) c->maybe_failed++;
-    else c->refused++;
+    if (status == 0)
+        c->ran++;
+    else if (status == n->alternative && status == EDEADLK)
+        c->cycles++;
+    else if (status == n->alternative)
+        c->maybe_failed++;
+    else
+        c->refused++;
     if (status != n->expect && status != n->alternative) fail(t, "unexpected status", index);
     if (status != 0 && atomic_load(&n->runs) != 0) fail(t, "a refused call ran its work", index);
     if (status == 0 && n->has_work && n->op != OP_WRITE_ASYNC && atomic_load(&n->runs) != 1)
@@ -569,7 +713,8 @@ static void verify(struct tree *t, int index, bool parent_ran) {
     struct node *n = &t->nodes[index];
     if (n->result == SKIPPED_HOP) return;
     bool called = parent_ran;
-    if (!called && n->result != NOT_RUN_YET) fail(t, "called although its parent did not run", index);
+    if (!called && n->result != NOT_RUN_YET)
+        fail(t, "called although its parent did not run", index);
     bool ran = called && n->result == 0 && n->has_work;
     if (atomic_load(&n->runs) != (ran ? 1 : 0))
         fail(t, ran ? "allowed work did not run exactly once" : "refused work ran", index);
@@ -598,13 +743,15 @@ static void *worker(void *argument);
 /* Runs the worker threads of one phase and waits for them. */
 static void run_phase(void) {
     pthread_t threads[MAX_THREADS];
-    for (int i = 0; i < thread_count; i++) pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)i);
+    for (int i = 0; i < thread_count; i++)
+        pthread_create(&threads[i], NULL, worker, (void *)(intptr_t)i);
     for (int i = 0; i < thread_count; i++) pthread_join(threads[i], NULL);
 }
 
 static void report(const char *phase, uint64_t start) {
     double seconds = (double)(qk_now_ns() - start) / 1e9;
-    printf("torture (%s): %llu trees, %llu calls: %llu succeeded (work run exactly once), %llu refused "
+    printf("torture (%s): %llu trees, %llu calls: %llu succeeded (work run exactly once), %llu "
+           "refused "
            "with the documented code and ran nothing, %llu refused with EDEADLK for a cycle across "
            "threads, %llu timing-dependent failures (trylock EBUSY, ETIMEDOUT), %llu async writes, "
            "%llu skipped thread hops; 0 hangs, 0 violations in %.2f s\n",
@@ -619,7 +766,7 @@ static void *worker(void *argument) {
     int id = (int)(intptr_t)argument;
     struct tree *t = malloc(sizeof *t);
     if (t == NULL) abort();
-    struct counters c = { 0 };
+    struct counters c = {0};
     for (long k = 0; k < trees_per_thread; k++) {
         generate(t, rl_derive(master_seed, (uint64_t)(id + phase_offset) << 32 | (uint64_t)k));
         atomic_store(&slots[id].tree, t);
@@ -628,9 +775,14 @@ static void *worker(void *argument) {
         atomic_store(&slots[id].deadline, 0);
     }
     pthread_mutex_lock(&totals_lock);
-    totals.trees += c.trees; totals.calls += c.calls; totals.ran += c.ran;
-    totals.refused += c.refused; totals.maybe_failed += c.maybe_failed; totals.hops += c.hops;
-    totals.async_writes += c.async_writes; totals.cycles += c.cycles;
+    totals.trees += c.trees;
+    totals.calls += c.calls;
+    totals.ran += c.ran;
+    totals.refused += c.refused;
+    totals.maybe_failed += c.maybe_failed;
+    totals.hops += c.hops;
+    totals.async_writes += c.async_writes;
+    totals.cycles += c.cycles;
     pthread_mutex_unlock(&totals_lock);
     /* the watchdog may still print this tree: free it only after the run */
     atomic_store(&slots[id].tree, NULL);
@@ -642,9 +794,15 @@ static void create_resources(void) {
     for (int i = 0; i < NRES; i++) {
         struct resource *r = &resources[i];
         switch (r->kind) {
-        case K_LOCK: r->lock = qk_condlock_create(0); break;
-        case K_SERIAL: r->queue = qk_queue_create(r->name, QK_QUEUE_SERIAL); break;
-        case K_CONCURRENT: r->queue = qk_queue_create(r->name, QK_QUEUE_CONCURRENT); break;
+        case K_LOCK:
+            r->lock = qk_condlock_create(0);
+            break;
+        case K_SERIAL:
+            r->queue = qk_queue_create(r->name, QK_QUEUE_SERIAL);
+            break;
+        case K_CONCURRENT:
+            r->queue = qk_queue_create(r->name, QK_QUEUE_CONCURRENT);
+            break;
         case K_DB:
             r->db = qk_dbqueue_create(r->name);
             r->queue = r->db ? qk_dbqueue_queue(r->db) : NULL;
@@ -663,8 +821,12 @@ static int destroy_resources(void) {
     for (int i = 0; i < NRES; i++) {
         struct resource *r = &resources[i];
         switch (r->kind) {
-        case K_LOCK: status |= qk_condlock_destroy(r->lock); break;
-        case K_DB: status |= qk_dbqueue_destroy(r->db); break;
+        case K_LOCK:
+            status |= qk_condlock_destroy(r->lock);
+            break;
+        case K_DB:
+            status |= qk_dbqueue_destroy(r->db);
+            break;
         default:
             /* an empty barrier drains what is left, then the last reference goes */
             status |= qk_queue_barrier_sync(r->queue, NULL, nothing);
@@ -683,16 +845,28 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         bool has_value = i + 1 < argc;
-        if (strcmp(arg, "--threads") == 0 && has_value) thread_count = (int)rl_number(argv[++i], 1, MAX_THREADS, "--threads");
-        else if (strcmp(arg, "--trees") == 0 && has_value) trees_per_thread = (long)rl_number(argv[++i], 1, 100000000, "--trees");
-        else if (strcmp(arg, "--unordered") == 0 && has_value) { unordered_trees = (long)rl_number(argv[++i], 0, 100000000, "--unordered"); have_unordered = true; }
-        else if (strcmp(arg, "--seed") == 0 && has_value) { master_seed = rl_seed(argv[++i]); have_seed = true; }
-        else if (strcmp(arg, "--tree") == 0 && has_value) { tree_seed = rl_seed(argv[++i]); one_tree = true; }
-        else if (strcmp(arg, "--deadline-ms") == 0 && has_value) deadline_ns = (uint64_t)rl_number(argv[++i], 1, 3600000, "--deadline-ms") * 1000000ull;
-        else if (strcmp(arg, "--long") == 0) multiplier = 50;
-        else if (strcmp(arg, "--print") == 0) print = true;
+        if (strcmp(arg, "--threads") == 0 && has_value)
+            thread_count = (int)rl_number(argv[++i], 1, MAX_THREADS, "--threads");
+        else if (strcmp(arg, "--trees") == 0 && has_value)
+            trees_per_thread = (long)rl_number(argv[++i], 1, 100000000, "--trees");
+        else if (strcmp(arg, "--unordered") == 0 && has_value) {
+            unordered_trees = (long)rl_number(argv[++i], 0, 100000000, "--unordered");
+            have_unordered = true;
+        } else if (strcmp(arg, "--seed") == 0 && has_value) {
+            master_seed = rl_seed(argv[++i]);
+            have_seed = true;
+        } else if (strcmp(arg, "--tree") == 0 && has_value) {
+            tree_seed = rl_seed(argv[++i]);
+            one_tree = true;
+        } else if (strcmp(arg, "--deadline-ms") == 0 && has_value)
+            deadline_ns = (uint64_t)rl_number(argv[++i], 1, 3600000, "--deadline-ms") * 1000000ull;
+        else if (strcmp(arg, "--long") == 0)
+            multiplier = 50;
+        else if (strcmp(arg, "--print") == 0)
+            print = true;
         else {
-            fprintf(stderr, "usage: torture [--threads N] [--trees N] [--unordered N] [--seed S] [--long] [--tree S [--print]] [--deadline-ms N]\n");
+            fprintf(stderr, "usage: torture [--threads N] [--trees N] [--unordered N] [--seed S] "
+                            "[--long] [--tree S [--print]] [--deadline-ms N]\n");
             return 2;
         }
     }
@@ -702,7 +876,8 @@ int main(int argc, char **argv) {
     /* Under valgrind (memcheck serialises the threads, ~50x slower) the rings of the unordered
      * phase cost whole timeouts each: a smaller default keeps the memcheck run in its time. */
     const char *preload = getenv("LD_PRELOAD");
-    if (!have_unordered && multiplier == 1 && preload != NULL && strstr(preload, "vgpreload") != NULL)
+    if (!have_unordered && multiplier == 1 && preload != NULL &&
+        strstr(preload, "vgpreload") != NULL)
         unordered_trees = 100;
     create_resources();
     qk_set_deadlock_handler(count_report, NULL);
@@ -718,7 +893,7 @@ int main(int argc, char **argv) {
         thread_count = 1;
         atomic_store(&slots[0].tree, &t);
         atomic_store(&slots[0].deadline, qk_now_ns() + deadline_ns);
-        struct counters c = { 0 };
+        struct counters c = {0};
         run_tree(&t, &c);
         atomic_store(&slots[0].deadline, 0);
         totals = c;
@@ -737,15 +912,18 @@ int main(int argc, char **argv) {
             trees_per_thread = unordered_trees;
             phase_offset = MAX_THREADS;
             memset(&totals, 0, sizeof totals);
-            printf("torture: unordered phase, %d threads x %ld trees\n", thread_count, trees_per_thread);
+            printf("torture: unordered phase, %d threads x %ld trees\n", thread_count,
+                   trees_per_thread);
             fflush(stdout);
             start = qk_now_ns();
             run_phase();
             report("unordered", start);
             if (!check_order_reports("unordered", (unsigned long long)totals.trees)) return 1;
             if (totals.cycles == 0 && totals.trees >= 1000) {
-                fprintf(stderr, "torture: FAILED: no call was refused for a cycle in %llu unordered trees\n",
-                        (unsigned long long)totals.trees);
+                fprintf(
+                    stderr,
+                    "torture: FAILED: no call was refused for a cycle in %llu unordered trees\n",
+                    (unsigned long long)totals.trees);
                 return 1;
             }
         }

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * A C program whose shared data is guarded by QueueKit alone, for ThreadSanitizer: built with
  * -fsanitize=thread against the installed (uninstrumented) libqueuekit.so, it must report no race,
@@ -34,15 +37,15 @@ static qk_condlock_t *ring;
 static qk_queue_t *serial;
 static qk_queue_t *concurrent;
 
-static long db_counter;            /* written in writes, read in reads */
-static long async_counter;         /* written by write_async work */
-static long async_seen[THREADS];   /* thread i's write_async work writes [i]; thread i reads it */
-static long lock_counter;          /* under the condition lock */
-static long ring_counter;          /* under the token ring */
-static long serial_counter;        /* in serial-queue blocks */
-static long barrier_counter;       /* written by barriers, read by non-barrier blocks */
+static long db_counter;          /* written in writes, read in reads */
+static long async_counter;       /* written by write_async work */
+static long async_seen[THREADS]; /* thread i's write_async work writes [i]; thread i reads it */
+static long lock_counter;        /* under the condition lock */
+static long ring_counter;        /* under the token ring */
+static long serial_counter;      /* in serial-queue blocks */
+static long barrier_counter;     /* written by barriers, read by non-barrier blocks */
 #ifdef UNGUARDED_COUNTER
-static long unguarded;             /* the deliberate race */
+static long unguarded; /* the deliberate race */
 #endif
 
 static void check(int status, const char *what) {
@@ -58,8 +61,13 @@ struct message {
     long payload;
 };
 
-static void db_increment(void *context) { (void)context; db_counter++; }
-static void db_read(void *context) { *(long *)context = db_counter + async_counter; }
+static void db_increment(void *context) {
+    (void)context;
+    db_counter++;
+}
+static void db_read(void *context) {
+    *(long *)context = db_counter + async_counter;
+}
 static void db_async(void *context) {
     struct message *message = context;
     async_counter++;
@@ -67,16 +75,26 @@ static void db_async(void *context) {
     free(message);
 }
 
-static void serial_increment(void *context) { (void)context; serial_counter++; }
+static void serial_increment(void *context) {
+    (void)context;
+    serial_counter++;
+}
 static void serial_consume(void *context) {
     struct message *message = context;
     serial_counter += message->payload;
     free(message);
 }
-static void serial_answer(void *context) { *(long *)context = serial_counter; }
+static void serial_answer(void *context) {
+    *(long *)context = serial_counter;
+}
 
-static void barrier_increment(void *context) { (void)context; barrier_counter++; }
-static void concurrent_read(void *context) { *(long *)context = barrier_counter; }
+static void barrier_increment(void *context) {
+    (void)context;
+    barrier_counter++;
+}
+static void concurrent_read(void *context) {
+    *(long *)context = barrier_counter;
+}
 
 static struct message *message_new(int thread, long payload) {
     struct message *message = malloc(sizeof *message);
@@ -94,10 +112,12 @@ static void *thread_main(void *argument) {
         /* DB queue */
         check(qk_dbqueue_write(db, NULL, db_increment), "qk_dbqueue_write");
         check(qk_dbqueue_read(db, &seen, db_read), "qk_dbqueue_read");
-        check(qk_dbqueue_write_async(db, message_new(me, round), db_async), "qk_dbqueue_write_async");
+        check(qk_dbqueue_write_async(db, message_new(me, round), db_async),
+              "qk_dbqueue_write_async");
         check(qk_dbqueue_flush(db), "qk_dbqueue_flush");
         if (async_seen[me] != round) {
-            fprintf(stderr, "thread %d: after flush, write_async's work of round %ld not seen\n", me, round);
+            fprintf(stderr, "thread %d: after flush, write_async's work of round %ld not seen\n",
+                    me, round);
             exit(1);
         }
 
@@ -106,8 +126,7 @@ static void *thread_main(void *argument) {
         lock_counter++;
         check(qk_condlock_unlock(lock), "qk_condlock_unlock");
         int status;
-        while ((status = qk_condlock_trylock(lock)) == EBUSY) {
-        }
+        while ((status = qk_condlock_trylock(lock)) == EBUSY) {}
         check(status, "qk_condlock_trylock");
         lock_counter++;
         check(qk_condlock_unlock(lock), "qk_condlock_unlock");
@@ -126,12 +145,14 @@ static void *thread_main(void *argument) {
         long answer = -1;
         check(qk_queue_sync(serial, &answer, serial_answer), "qk_queue_sync");
         if (answer < 4 * round) {
-            fprintf(stderr, "thread %d: serial queue counter %ld after round %ld\n", me, answer, round);
+            fprintf(stderr, "thread %d: serial queue counter %ld after round %ld\n", me, answer,
+                    round);
             exit(1);
         }
 
         /* concurrent queue */
-        check(qk_queue_barrier_async(concurrent, NULL, barrier_increment), "qk_queue_barrier_async");
+        check(qk_queue_barrier_async(concurrent, NULL, barrier_increment),
+              "qk_queue_barrier_async");
         check(qk_queue_sync(concurrent, &seen, concurrent_read), "qk_queue_sync");
         check(qk_queue_barrier_sync(concurrent, NULL, barrier_increment), "qk_queue_barrier_sync");
 
@@ -149,7 +170,7 @@ static void *abandon_main(void *argument) {
     check(qk_condlock_lock(argument), "qk_condlock_lock");
     abandoned_value = 42;
     check(qk_condlock_set(ready, 1), "qk_condlock_set");
-    return NULL;   /* exits holding the lock */
+    return NULL; /* exits holding the lock */
 }
 
 static int expect(const char *name, long value, long expected) {
@@ -192,9 +213,10 @@ int main(void) {
     if (!ready || pthread_create(&abandoner, NULL, abandon_main, lock) != 0) return 1;
     check(qk_condlock_lock_when(ready, 1), "qk_condlock_lock_when");
     check(qk_condlock_unlock(ready), "qk_condlock_unlock");
-    int status = qk_condlock_lock(lock);   /* waits for the holder to exit */
+    int status = qk_condlock_lock(lock); /* waits for the holder to exit */
     if (status != EOWNERDEAD) {
-        fprintf(stderr, "locking an abandoned lock: %s, expected EOWNERDEAD\n", qk_status_name(status));
+        fprintf(stderr, "locking an abandoned lock: %s, expected EOWNERDEAD\n",
+                qk_status_name(status));
         return 1;
     }
     wrong += expect("abandoned_value", abandoned_value, 42);

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /* The timed loops of queuekit-bench (see include/qkbench.h). */
 #define _GNU_SOURCE
 #include "qkbench.h"
@@ -24,7 +27,8 @@ uint64_t qkb_now_ns(void) {
 }
 
 static qkb_sample_t sample(uint64_t elapsed, uint64_t ops) {
-    qkb_sample_t s = {(double)elapsed / (double)ops, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED};
+    qkb_sample_t s = {(double)elapsed / (double)ops, NOT_MEASURED, NOT_MEASURED, NOT_MEASURED,
+                      NOT_MEASURED};
     return s;
 }
 
@@ -80,12 +84,18 @@ static void do_nothing(void *context, int index) {
     (void)index;
 }
 
-void qkb_become_multithreaded(void) { qkb_run_threads(1, do_nothing, NULL); }
+void qkb_become_multithreaded(void) {
+    qkb_run_threads(1, do_nothing, NULL);
+}
 
 /* ---- Condition lock: QueueKit as ops ------------------------------------------------------- */
 
-static int qk_ops_lock_when(void *lock, intptr_t c) { return qk_condlock_lock_when(lock, c); }
-static int qk_ops_unlock_with(void *lock, intptr_t c) { return qk_condlock_unlock_with(lock, c); }
+static int qk_ops_lock_when(void *lock, intptr_t c) {
+    return qk_condlock_lock_when(lock, c);
+}
+static int qk_ops_unlock_with(void *lock, intptr_t c) {
+    return qk_condlock_unlock_with(lock, c);
+}
 static void qk_ops_counters(void *lock, uint64_t *wakeups, uint64_t *futile) {
     qk_condlock_stats_t stats = {.size = sizeof stats};
     check(qk_condlock_get_stats(lock, &stats), "qk_condlock_get_stats");
@@ -100,7 +110,9 @@ qkb_condlock_ops_t qkb_qk_condlock_ops(intptr_t condition) {
     return ops;
 }
 
-void qkb_qk_condlock_free(qkb_condlock_ops_t ops) { check(qk_condlock_destroy(ops.lock), "qk_condlock_destroy"); }
+void qkb_qk_condlock_free(qkb_condlock_ops_t ops) {
+    check(qk_condlock_destroy(ops.lock), "qk_condlock_destroy");
+}
 
 /* ---- Condition lock: the NSConditionLock protocol on a pthread mutex + condvar -------------- */
 
@@ -473,7 +485,9 @@ qkb_sample_t qkb_qk_write_async(uint64_t n) {
     return sample(elapsed, n);
 }
 
-static void nothing(void *context) { (void)context; }
+static void nothing(void *context) {
+    (void)context;
+}
 
 qkb_sample_t qkb_gcd_barrier_async(uint64_t n) {
     dispatch_queue_t queue = dispatch_queue_create("bench.barrier", DISPATCH_QUEUE_CONCURRENT);
@@ -527,8 +541,8 @@ typedef struct {
     qk_dbqueue_t *db;
     dispatch_queue_t queue;
     pthread_rwlock_t rwlock;
-    timed_write_t *scratch;    /* one per thread, for the asynchronous writes */
-    uint64_t **waits;          /* per thread: the synchronous writes' waits, ns */
+    timed_write_t *scratch; /* one per thread, for the asynchronous writes */
+    uint64_t **waits;       /* per thread: the synchronous writes' waits, ns */
     uint64_t *wait_counts;
 } mixed_t;
 
@@ -541,37 +555,54 @@ static void mixed_thread(void *context, int index) {
     timed_write_t *async_write = &m->scratch[index];
     uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(index + 1);
     for (uint64_t i = 0; i < m->ops_per_thread; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17; /* xorshift64 */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17; /* xorshift64 */
         if ((int)(x % 100) >= m->write_percent) {
             switch (m->impl) {
             case QKB_MIX_QK_ASYNC:
-            case QKB_MIX_QK_SYNC: qk_dbqueue_read(m->db, &db_data, read_work); break;
+            case QKB_MIX_QK_SYNC:
+                qk_dbqueue_read(m->db, &db_data, read_work);
+                break;
             case QKB_MIX_RWLOCK:
                 pthread_rwlock_rdlock(&m->rwlock);
                 read_work(&db_data);
                 pthread_rwlock_unlock(&m->rwlock);
                 break;
             case QKB_MIX_GCD:
-            case QKB_MIX_GCD_SYNC: dispatch_sync_f(m->queue, &db_data, read_work); break;
-            case QKB_MIX_SEED: seed_read(m->queue, &db_data, read_work); break;
+            case QKB_MIX_GCD_SYNC:
+                dispatch_sync_f(m->queue, &db_data, read_work);
+                break;
+            case QKB_MIX_SEED:
+                seed_read(m->queue, &db_data, read_work);
+                break;
             }
             continue;
         }
         timed_write_t write = {0};
         uint64_t called = qkb_now_ns();
         switch (m->impl) {
-        case QKB_MIX_QK_ASYNC: qk_dbqueue_write_async(m->db, async_write, timed_write_work); break;
-        case QKB_MIX_QK_SYNC: qk_dbqueue_write(m->db, &write, timed_write_work); break;
+        case QKB_MIX_QK_ASYNC:
+            qk_dbqueue_write_async(m->db, async_write, timed_write_work);
+            break;
+        case QKB_MIX_QK_SYNC:
+            qk_dbqueue_write(m->db, &write, timed_write_work);
+            break;
         case QKB_MIX_RWLOCK:
             pthread_rwlock_wrlock(&m->rwlock);
             timed_write_work(&write);
             pthread_rwlock_unlock(&m->rwlock);
             break;
         case QKB_MIX_GCD:
-        case QKB_MIX_SEED: dispatch_barrier_async_f(m->queue, async_write, timed_write_work); break;
-        case QKB_MIX_GCD_SYNC: dispatch_barrier_sync_f(m->queue, &write, timed_write_work); break;
+        case QKB_MIX_SEED:
+            dispatch_barrier_async_f(m->queue, async_write, timed_write_work);
+            break;
+        case QKB_MIX_GCD_SYNC:
+            dispatch_barrier_sync_f(m->queue, &write, timed_write_work);
+            break;
         }
-        if (writes_synchronously(m->impl)) m->waits[index][m->wait_counts[index]++] = write.started - called;
+        if (writes_synchronously(m->impl))
+            m->waits[index][m->wait_counts[index]++] = write.started - called;
     }
 }
 
@@ -598,11 +629,14 @@ static void wait_percentiles(const mixed_t *m, int threads, qkb_sample_t *s) {
 }
 
 qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint64_t total_ops) {
-    mixed_t m = {.impl = impl, .write_percent = write_percent,
+    mixed_t m = {.impl = impl,
+                 .write_percent = write_percent,
                  .ops_per_thread = total_ops / (uint64_t)threads};
     pthread_rwlock_init(&m.rwlock, NULL);
-    if (impl == QKB_MIX_QK_ASYNC || impl == QKB_MIX_QK_SYNC) m.db = qk_dbqueue_create("bench.mixed");
-    if (impl == QKB_MIX_GCD || impl == QKB_MIX_GCD_SYNC) m.queue = dispatch_queue_create("bench.mixed", DISPATCH_QUEUE_CONCURRENT);
+    if (impl == QKB_MIX_QK_ASYNC || impl == QKB_MIX_QK_SYNC)
+        m.db = qk_dbqueue_create("bench.mixed");
+    if (impl == QKB_MIX_GCD || impl == QKB_MIX_GCD_SYNC)
+        m.queue = dispatch_queue_create("bench.mixed", DISPATCH_QUEUE_CONCURRENT);
     if (impl == QKB_MIX_SEED) m.queue = seed_queue_create();
     m.scratch = calloc((size_t)threads, sizeof *m.scratch);
     m.waits = calloc((size_t)threads, sizeof *m.waits);
@@ -673,14 +707,19 @@ static void identity_block(void *context) {
 
 static qkb_sample_t qk_identity(uint64_t iterations, int which) {
     identity_t id = {.queue = qk_queue_create("bench.identity", QK_QUEUE_SERIAL),
-                     .iterations = iterations, .which = which};
+                     .iterations = iterations,
+                     .which = which};
     check(qk_queue_sync(id.queue, &id, identity_block), "qk_queue_sync");
     qk_queue_release(id.queue);
     return sample(id.elapsed, iterations);
 }
 
-qkb_sample_t qkb_qk_current(uint64_t iterations) { return qk_identity(iterations, 0); }
-qkb_sample_t qkb_qk_is_current(uint64_t iterations) { return qk_identity(iterations, 1); }
+qkb_sample_t qkb_qk_current(uint64_t iterations) {
+    return qk_identity(iterations, 0);
+}
+qkb_sample_t qkb_qk_is_current(uint64_t iterations) {
+    return qk_identity(iterations, 1);
+}
 
 qkb_sample_t qkb_get_specific(uint64_t iterations) {
     dispatch_queue_t queue = dispatch_queue_create("bench.specific", NULL);
@@ -700,8 +739,12 @@ static uint64_t time_syncs(void (*sync)(void *queue), void *queue, uint64_t iter
     return qkb_now_ns() - begin;
 }
 
-static void qk_sync_once(void *queue) { qk_queue_sync(queue, &db_data, read_work); }
-static void gcd_sync_once(void *queue) { dispatch_sync_f(queue, &db_data, read_work); }
+static void qk_sync_once(void *queue) {
+    qk_queue_sync(queue, &db_data, read_work);
+}
+static void gcd_sync_once(void *queue) {
+    dispatch_sync_f(queue, &db_data, read_work);
+}
 
 qkb_sample_t qkb_qk_sync_idle(uint64_t iterations) {
     qk_queue_t *queue = qk_queue_create("bench.sync", QK_QUEUE_SERIAL);
@@ -727,8 +770,7 @@ typedef struct {
 } contended_t;
 
 static void critical_section(void) {
-    for (volatile int spin = 0; spin < 100; spin++) {
-    }
+    for (volatile int spin = 0; spin < 100; spin++) {}
 }
 
 static void contended_thread(void *context, int index) {
@@ -759,10 +801,10 @@ qkb_sample_t qkb_contended_lock(bool queuekit, int threads, uint64_t iterations)
 }
 
 typedef struct {
-    qk_condlock_t *held;        /* what the bystanders wait for */
-    qk_queue_t *a, *b;          /* the half-closed ring */
+    qk_condlock_t *held; /* what the bystanders wait for */
+    qk_queue_t *a, *b;   /* the half-closed ring */
     atomic_int a_inside;
-    int which;                  /* 0: refusals, 1: wait reports */
+    int which; /* 0: refusals, 1: wait reports */
     uint64_t iterations;
     uint64_t elapsed;
     int expected_waiters;
@@ -777,7 +819,9 @@ static void *bystander(void *context) {
     return NULL;
 }
 
-static void ring_nothing(void *context) { (void)context; }
+static void ring_nothing(void *context) {
+    (void)context;
+}
 
 static void ring_a_block(void *context) {
     ring_t *r = context;
@@ -798,7 +842,10 @@ static int count_lines(const char *text) {
     return lines;
 }
 
-static void quiet_report(void *context, const char *report) { (void)context; (void)report; }
+static void quiet_report(void *context, const char *report) {
+    (void)context;
+    (void)report;
+}
 
 static void *ring_a_thread(void *context);
 
@@ -808,8 +855,9 @@ static void ring_b_block(void *context) {
     check(pthread_create(&r->ring_thread, NULL, ring_a_thread, r), "pthread_create");
     /* Every bystander waits, and the ring's thread waits for B from inside A (not merely on its
      * way into A: its sync onto A is published for an instant before dispatch runs it). */
-    while (qk_copy_wait_report(r->buffer, 1 << 16) == 0 || count_lines(r->buffer) < r->expected_waiters + 1
-           || strstr(r->buffer, "qk_queue_sync(serial queue \"bench.ring.b\")") == NULL)
+    while (qk_copy_wait_report(r->buffer, 1 << 16) == 0 ||
+           count_lines(r->buffer) < r->expected_waiters + 1 ||
+           strstr(r->buffer, "qk_queue_sync(serial queue \"bench.ring.b\")") == NULL)
         sched_yield();
     uint64_t begin = qkb_now_ns();
     for (uint64_t i = 0; i < r->iterations; i++) {
@@ -817,7 +865,9 @@ static void ring_b_block(void *context) {
             int status = qk_queue_sync(r->a, NULL, ring_nothing);
             if (status != EDEADLK) {
                 qk_copy_wait_report(r->buffer, 1 << 16);
-                fprintf(stderr, "queuekit-bench: the cycle was not refused (status %d, iteration %llu); waits:\n%s",
+                fprintf(stderr,
+                        "queuekit-bench: the cycle was not refused (status %d, iteration %llu); "
+                        "waits:\n%s",
                         status, (unsigned long long)i, r->buffer);
                 abort();
             }
@@ -836,7 +886,8 @@ static qkb_sample_t ring(int which, int bystanders, uint64_t iterations) {
     r.b = qk_queue_create("bench.ring.b", QK_QUEUE_SERIAL);
     check(qk_condlock_lock(r.held), "lock");
     pthread_t *threads = calloc((size_t)bystanders + 1, sizeof *threads);
-    for (int i = 0; i < bystanders; i++) check(pthread_create(&threads[i], NULL, bystander, &r), "pthread_create");
+    for (int i = 0; i < bystanders; i++)
+        check(pthread_create(&threads[i], NULL, bystander, &r), "pthread_create");
     qk_set_deadlock_handler(quiet_report, NULL);
     check(qk_queue_sync(r.b, &r, ring_b_block), "sync(B)");
     threads[bystanders] = r.ring_thread;
@@ -851,5 +902,9 @@ static qkb_sample_t ring(int which, int bystanders, uint64_t iterations) {
     return sample(r.elapsed, iterations);
 }
 
-qkb_sample_t qkb_qk_detect_cycle(int bystanders, uint64_t iterations) { return ring(0, bystanders, iterations); }
-qkb_sample_t qkb_qk_wait_report(int bystanders, uint64_t iterations) { return ring(1, bystanders, iterations); }
+qkb_sample_t qkb_qk_detect_cycle(int bystanders, uint64_t iterations) {
+    return ring(0, bystanders, iterations);
+}
+qkb_sample_t qkb_qk_wait_report(int bystanders, uint64_t iterations) {
+    return ring(1, bystanders, iterations);
+}

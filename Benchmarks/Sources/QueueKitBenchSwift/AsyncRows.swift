@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import Glibc
 import QueueKit
@@ -138,7 +141,9 @@ public func defaultActorCall(_ n: UInt64) -> Double { actorCall(n) { DefaultActo
 
 /// The actor on a serial `Queue`.
 @_cdecl("qkbench_swift_queue_actor_call")
-public func queueActorCall(_ n: UInt64) -> Double { actorCall(n) { QueueActor(queue: try! Queue(label: "bench.actor")) } }
+public func queueActorCall(_ n: UInt64) -> Double {
+    actorCall(n) { QueueActor(queue: try! Queue(label: "bench.actor")) }
+}
 
 /// The actor on a bare `DispatchQueue` executor.
 @_cdecl("qkbench_swift_dispatch_actor_call")

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 // The rows of queuekit-bench that use QueueKit's Swift API. A library of their own, which the
 // driver loads with dlopen: linked into the driver, the QueueKit module's own @_cdecl qk_*
 // functions would be what the C kernels' calls bind to, instead of the installed libqueuekit.so.0.

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Dispatch
 import QueueKitBenchKernels
 
@@ -27,13 +30,18 @@ enum Catalog {
         let detect = "refuse a cycle, 64 other threads waiting"
         let report = "wait report, 65 threads waiting"
         return [
-            Row(group: group, workload: contended, impl: "QueueKit qk_condlock_lock/unlock (detection on)", isQueueKit: true,
+            Row(
+                group: group, workload: contended, impl: "QueueKit qk_condlock_lock/unlock (detection on)",
+                isQueueKit: true,
                 unit: "op", operations: 200_000, run: { qkb_contended_lock(true, 4, $0) }),
-            Row(group: group, workload: contended, impl: "pthread_mutex", isQueueKit: false,
+            Row(
+                group: group, workload: contended, impl: "pthread_mutex", isQueueKit: false,
                 unit: "op", operations: 200_000, run: { qkb_contended_lock(false, 4, $0) }),
-            Row(group: group, workload: detect, impl: "QueueKit qk_queue_sync → EDEADLK + report", isQueueKit: true,
+            Row(
+                group: group, workload: detect, impl: "QueueKit qk_queue_sync → EDEADLK + report", isQueueKit: true,
                 unit: "refusal", operations: 2_000, run: { qkb_qk_detect_cycle(64, $0) }),
-            Row(group: group, workload: report, impl: "QueueKit qk_copy_wait_report", isQueueKit: true,
+            Row(
+                group: group, workload: report, impl: "QueueKit qk_copy_wait_report", isQueueKit: true,
                 unit: "report", operations: 2_000, run: { qkb_qk_wait_report(64, $0) }),
         ]
     }
@@ -43,10 +51,14 @@ enum Catalog {
     static func conditionLock() -> [Row] {
         let group = "condition lock"
         var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
-                 _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
-                            operations: operations, run: run))
+        func add(
+            _ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
+            _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t
+        ) {
+            rows.append(
+                Row(
+                    group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
+                    operations: operations, run: run))
         }
         func qk(_ body: @escaping (qkb_condlock_ops_t) -> qkb_sample_t) -> qkb_sample_t {
             let ops = qkb_qk_condlock_ops(0)
@@ -66,12 +78,15 @@ enum Catalog {
         let when = "uncontended lock_when+unlock_with"
         add(when, "QueueKit", qk: true, 4_000_000) { qkb_qk_lock_when_uncontended($0) }
         add(when, "pthread mutex+condvar broadcast", 4_000_000) { qkb_pt_lock_when_uncontended($0) }
-        add(when, "Foundation NSConditionLock", 1_000_000) { n in FoundationAnchors.with { qkb_ops_uncontended($0, n) } }
+        add(when, "Foundation NSConditionLock", 1_000_000) { n in FoundationAnchors.with { qkb_ops_uncontended($0, n) }
+        }
 
         let pingPong = "ping-pong round (2 threads)"
         add(pingPong, "QueueKit", qk: true, unit: "round", 40_000) { n in qk { qkb_pingpong($0, n) } }
         add(pingPong, "pthread mutex+condvar broadcast", unit: "round", 10_000) { n in pt { qkb_pingpong($0, n) } }
-        add(pingPong, "Foundation NSConditionLock", unit: "round", 5_000) { n in FoundationAnchors.with { qkb_pingpong($0, n) } }
+        add(pingPong, "Foundation NSConditionLock", unit: "round", 5_000) { n in
+            FoundationAnchors.with { qkb_pingpong($0, n) }
+        }
 
         for k in [4, 8, 32] {
             let chain = "chain of \(k) threads"
@@ -88,7 +103,9 @@ enum Catalog {
         let prodCons = "producer/consumer, 1-slot buffer, 2P+2C"
         add(prodCons, "QueueKit", qk: true, unit: "item", 40_000) { n in qk { qkb_prodcons($0, 2, n) } }
         add(prodCons, "pthread mutex+condvar broadcast", unit: "item", 10_000) { n in pt { qkb_prodcons($0, 2, n) } }
-        add(prodCons, "Foundation NSConditionLock", unit: "item", 5_000) { n in FoundationAnchors.with { qkb_prodcons($0, 2, n) } }
+        add(prodCons, "Foundation NSConditionLock", unit: "item", 5_000) { n in
+            FoundationAnchors.with { qkb_prodcons($0, 2, n) }
+        }
         return rows
     }
 
@@ -97,10 +114,14 @@ enum Catalog {
     static func dbQueue() -> [Row] {
         let group = "DB queue"
         var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
-                 _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
-                            operations: operations, run: run))
+        func add(
+            _ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
+            _ operations: UInt64, _ run: @escaping (UInt64) -> qkb_sample_t
+        ) {
+            rows.append(
+                Row(
+                    group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
+                    operations: operations, run: run))
         }
 
         let read = "uncontended read"
@@ -130,7 +151,8 @@ enum Catalog {
         for percent in [10, 50] {
             for threads in [1, 2, 4, 8] {
                 let mixed = "mixed \(100 - percent)/\(percent) r/w, \(threads) thread\(threads == 1 ? "" : "s")"
-                let t = Int32(threads), p = Int32(percent)
+                let t = Int32(threads)
+                let p = Int32(percent)
                 let n: UInt64 = percent == 10 ? 800_000 : 400_000
                 func mix(_ impl: qkb_mix_impl_t) -> (UInt64) -> qkb_sample_t { { qkb_mixed(impl, t, p, $0) } }
                 add(mixed, "QueueKit read + write_async", qk: true, n, mix(QKB_MIX_QK_ASYNC))
@@ -150,15 +172,20 @@ enum Catalog {
         let workload = "identity, inside a block"
         let sync = "sync onto an idle serial queue"
         return [
-            Row(group: "identity", workload: sync, impl: "QueueKit qk_queue_sync", isQueueKit: true,
+            Row(
+                group: "identity", workload: sync, impl: "QueueKit qk_queue_sync", isQueueKit: true,
                 unit: "op", operations: 2_000_000, run: { qkb_qk_sync_idle($0) }),
-            Row(group: "identity", workload: sync, impl: "GCD dispatch_sync_f", isQueueKit: false,
+            Row(
+                group: "identity", workload: sync, impl: "GCD dispatch_sync_f", isQueueKit: false,
                 unit: "op", operations: 2_000_000, run: { qkb_gcd_sync_idle($0) }),
-            Row(group: "identity", workload: workload, impl: "QueueKit qk_queue_current()", isQueueKit: true,
+            Row(
+                group: "identity", workload: workload, impl: "QueueKit qk_queue_current()", isQueueKit: true,
                 unit: "call", operations: 10_000_000, run: { qkb_qk_current($0) }),
-            Row(group: "identity", workload: workload, impl: "QueueKit qk_queue_is_current(q)", isQueueKit: true,
+            Row(
+                group: "identity", workload: workload, impl: "QueueKit qk_queue_is_current(q)", isQueueKit: true,
                 unit: "call", operations: 10_000_000, run: { qkb_qk_is_current($0) }),
-            Row(group: "identity", workload: workload, impl: "dispatch_get_specific", isQueueKit: false,
+            Row(
+                group: "identity", workload: workload, impl: "dispatch_get_specific", isQueueKit: false,
                 unit: "call", operations: 10_000_000, run: { qkb_get_specific($0) }),
         ]
     }
@@ -174,10 +201,14 @@ enum Catalog {
     static func concurrency() -> [Row] {
         let group = "Swift concurrency"
         var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
-                 _ operations: UInt64, _ symbol: String) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
-                            operations: operations, run: SwiftRows.kernel(symbol)))
+        func add(
+            _ workload: String, _ impl: String, qk: Bool = false, unit: String = "op",
+            _ operations: UInt64, _ symbol: String
+        ) {
+            rows.append(
+                Row(
+                    group: group, workload: workload, impl: impl, isQueueKit: qk, unit: unit,
+                    operations: operations, run: SwiftRows.kernel(symbol)))
         }
 
         let read = "uncontended async read"
@@ -186,13 +217,21 @@ enum Catalog {
         add(read, "actor method call (default executor)", 1_000_000, "qkbench_swift_default_actor_call")
 
         let actor = "actor method call"
-        add(actor, "QueueKit actor on a Queue executor", qk: true, unit: "call", 200_000, "qkbench_swift_queue_actor_call")
+        add(
+            actor, "QueueKit actor on a Queue executor", qk: true, unit: "call", 200_000,
+            "qkbench_swift_queue_actor_call")
         add(actor, defaultExecutor, unit: "call", 1_000_000, "qkbench_swift_default_actor_call")
-        add(actor, "the same actor on a bare DispatchQueue executor", unit: "call", 200_000, "qkbench_swift_dispatch_actor_call")
+        add(
+            actor, "the same actor on a bare DispatchQueue executor", unit: "call", 200_000,
+            "qkbench_swift_dispatch_actor_call")
 
         let handOff = "contended async hand-off (4 tasks)"
-        add(handOff, "QueueKit await db.write {}", qk: true, unit: "section", 200_000, "qkbench_swift_async_db_write_hand_off")
-        add(handOff, "QueueKit await lock.withLock {}", qk: true, unit: "section", 200_000, "qkbench_swift_async_lock_hand_off")
+        add(
+            handOff, "QueueKit await db.write {}", qk: true, unit: "section", 200_000,
+            "qkbench_swift_async_db_write_hand_off")
+        add(
+            handOff, "QueueKit await lock.withLock {}", qk: true, unit: "section", 200_000,
+            "qkbench_swift_async_lock_hand_off")
         add(handOff, "continuation-queue async semaphore", unit: "section", 200_000, "qkbench_swift_semaphore_hand_off")
         return rows
     }
@@ -228,7 +267,7 @@ enum Catalog {
         // read wait for the writer thread, as a barrier does, so it cannot race a lock that
         // writes in place: that ratio is reported, not targeted).
         case (let w, "QueueKit read + write", "pthread_rwlock") where isSeveralThreads9010(w),
-             (let w, _, "GCD sync + barrier_async") where isSeveralThreads9010(w):
+            (let w, _, "GCD sync + barrier_async") where isSeveralThreads9010(w):
             return Target(limit: 1, source: "issue 3, throughput")
         // Contention: synchronous writes at 4 and 8 threads as fast as the rwlock; read +
         // write_async within 2× of the rwlock's read + write on one thread and at least as fast
@@ -272,6 +311,7 @@ func swiftDispatchSync(_ n: UInt64) -> qkb_sample_t {
     for _ in 0..<n { queue.sync { count &+= 1 } }
     let elapsed = qkb_now_ns() - begin
     swiftSink &+= count
-    return qkb_sample_t(ns_per_op: Double(elapsed) / Double(n), wakeups_per_op: -1, futile_per_op: -1,
-                        write_wait_p99_ns: -1, write_wait_max_ns: -1)
+    return qkb_sample_t(
+        ns_per_op: Double(elapsed) / Double(n), wakeups_per_op: -1, futile_per_op: -1,
+        write_wait_p99_ns: -1, write_wait_max_ns: -1)
 }

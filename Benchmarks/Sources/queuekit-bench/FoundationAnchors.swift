@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 import QueueKitBenchKernels
 
@@ -5,7 +8,8 @@ import QueueKitBenchKernels
 /// deadlines, because `lock(whenCondition:)` (an infinite wait) traps whenever it has to wait
 /// (its `Date.distantFuture` overflows the timespec conversion: swift-corelibs-foundation #3223).
 enum FoundationAnchors {
-    static let note = "Foundation NSConditionLock rows use lock(whenCondition:before:) with a deadline "
+    static let note =
+        "Foundation NSConditionLock rows use lock(whenCondition:before:) with a deadline "
         + "an hour ahead: lock(whenCondition:) traps on this toolchain whenever it must wait "
         + "(Date.distantFuture overflows; swift-corelibs-foundation #3223)."
 

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import QueueKitBenchKernels
 
 /// One implementation of one workload: a row of the table.
@@ -52,7 +55,8 @@ struct Result {
     static func quantile(_ sorted: [Double], _ q: Double) -> Double {
         guard !sorted.isEmpty else { return .nan }
         let position = q * Double(sorted.count - 1)
-        let lower = Int(position), upper = min(lower + 1, sorted.count - 1)
+        let lower = Int(position)
+        let upper = min(lower + 1, sorted.count - 1)
         return sorted[lower] + (sorted[upper] - sorted[lower]) * (position - Double(lower))
     }
 }

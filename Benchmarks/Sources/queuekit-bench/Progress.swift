@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 
 /// The progress line on stderr: rewritten in place on a terminal, one line per step otherwise.

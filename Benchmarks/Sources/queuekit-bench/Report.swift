@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 import QueueKitBenchKernels
 
@@ -16,34 +19,41 @@ enum Report {
             let rows = results.filter { $0.row.workload == workload }
             for qk in rows where qk.row.isQueueKit {
                 for anchor in rows where !anchor.row.isQueueKit {
-                    ratios.append(Ratio(
-                        workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl,
-                        value: qk.median / anchor.median, kind: .ratio,
-                        target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl)))
+                    ratios.append(
+                        Ratio(
+                            workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl,
+                            value: qk.median / anchor.median, kind: .ratio,
+                            target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl)))
                     if anchor.row.impl == "the work alone (direct call)" {
-                        ratios.append(Ratio(
-                            workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
-                            value: qk.median - anchor.median, kind: .difference,
-                            target: Target(limit: 5, source: "issue 3")))
+                        ratios.append(
+                            Ratio(
+                                workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
+                                value: qk.median - anchor.median, kind: .difference,
+                                target: Target(limit: 5, source: "issue 3")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {
                     let anchor = Catalog.bestOfMixedAnchors
-                    ratios.append(Ratio(
-                        workload: workload, queueKit: qk.row.impl, anchor: "\(anchor) (\(best.row.impl))",
-                        value: qk.median / best.median, kind: .ratio,
-                        target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor)))
+                    ratios.append(
+                        Ratio(
+                            workload: workload, queueKit: qk.row.impl, anchor: "\(anchor) (\(best.row.impl))",
+                            value: qk.median / best.median, kind: .ratio,
+                            target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor)))
                 }
                 if let p99 = qk.writeWaitP99 {
-                    ratios.append(Ratio(
-                        workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99, value: p99, kind: .wait,
-                        target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99)))
+                    ratios.append(
+                        Ratio(
+                            workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99, value: p99,
+                            kind: .wait,
+                            target: Catalog.target(
+                                workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99)))
                 }
                 if workload.hasPrefix("chain of"), let futile = qk.futilePerOp {
-                    ratios.append(Ratio(
-                        workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
-                        value: futile, kind: .count,
-                        target: workload == "chain of 32 threads" ? Target(limit: 0.05, source: "issue 4") : nil))
+                    ratios.append(
+                        Ratio(
+                            workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
+                            value: futile, kind: .count,
+                            target: workload == "chain of 32 threads" ? Target(limit: 0.05, source: "issue 4") : nil))
                 }
             }
         }
@@ -58,17 +68,22 @@ enum Report {
     // MARK: stdout
 
     static func printTables(_ results: [Result], _ ratios: [Ratio], options: Options) {
-        print("QueueKit benchmark — \(options.quick ? "quick" : "full") mode, \(options.reps) repetitions per row, "
-              + "median (min–max, IQR %)")
-        print("\(ProcessInfo.processInfo.activeProcessorCount) CPUs; other processes may share them: "
-              + "medians over interleaved repetitions.")
+        print(
+            "QueueKit benchmark — \(options.quick ? "quick" : "full") mode, \(options.reps) repetitions per row, "
+                + "median (min–max, IQR %)")
+        print(
+            "\(ProcessInfo.processInfo.activeProcessorCount) CPUs; other processes may share them: "
+                + "medians over interleaved repetitions.")
         print(FoundationAnchors.note)
-        print("QueueKit's C rows call the installed library from C kernels, as C programs do: "
-              + (qkb_queuekit_library().map { String(cString: $0) } ?? "(not found)") + ".")
-        print("Its Swift-API rows use the QueueKit module. Writers' wait: from the call to the start of the "
-              + "write's work (p99: median over repetitions; max: over all of them).")
-        print("The process starts a thread first: glibc's pthread_mutex skips its atomics while a process "
-              + "has only ever had one thread, which no program needing a lock is.")
+        print(
+            "QueueKit's C rows call the installed library from C kernels, as C programs do: "
+                + (qkb_queuekit_library().map { String(cString: $0) } ?? "(not found)") + ".")
+        print(
+            "Its Swift-API rows use the QueueKit module. Writers' wait: from the call to the start of the "
+                + "write's work (p99: median over repetitions; max: over all of them).")
+        print(
+            "The process starts a thread first: glibc's pthread_mutex skips its atomics while a process "
+                + "has only ever had one thread, which no program needing a lock is.")
         var groups: [String] = []
         for result in results where !groups.contains(result.row.group) { groups.append(result.row.group) }
         for group in groups {
@@ -85,13 +100,14 @@ enum Report {
             var last = ""
             for result in members {
                 let row = result.row
-                table.append([
-                    row.workload == last ? "" : row.workload,
-                    row.impl,
-                    "\(time(result.median))/\(row.unit)",
-                    "\(time(result.minimum))–\(time(result.maximum))",
-                    result.iqrPercent.isNaN ? "-" : String(format: "%.0f", result.iqrPercent),
-                ] + optional.map { $0.value(result) ?? "-" })
+                table.append(
+                    [
+                        row.workload == last ? "" : row.workload,
+                        row.impl,
+                        "\(time(result.median))/\(row.unit)",
+                        "\(time(result.minimum))–\(time(result.maximum))",
+                        result.iqrPercent.isNaN ? "-" : String(format: "%.0f", result.iqrPercent),
+                    ] + optional.map { $0.value(result) ?? "-" })
                 last = row.workload
             }
             printTable(table)
@@ -140,7 +156,8 @@ enum Report {
         var widths = Array(repeating: 0, count: table[0].count)
         for line in table { for (i, cell) in line.enumerated() { widths[i] = max(widths[i], cell.count) } }
         for (n, line) in table.enumerated() {
-            let cells = line.enumerated().map { i, cell in cell + String(repeating: " ", count: widths[i] - cell.count) }
+            let cells = line.enumerated().map { i, cell in cell + String(repeating: " ", count: widths[i] - cell.count)
+            }
             print("| " + cells.joined(separator: " | ") + " |")
             if n == 0 { print("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|") }
         }
@@ -150,32 +167,39 @@ enum Report {
 
     static func writeCSV(_ results: [Result], _ ratios: [Ratio], to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        var lines = ["group,workload,implementation,role,unit,operations,repetitions,median_ns,min_ns,max_ns,iqr_percent,wakeups_per_op,futile_per_op,write_wait_p99_ns,write_wait_max_ns"]
+        var lines = [
+            "group,workload,implementation,role,unit,operations,repetitions,median_ns,min_ns,max_ns,iqr_percent,wakeups_per_op,futile_per_op,write_wait_p99_ns,write_wait_max_ns"
+        ]
         for result in results {
             let row = result.row
-            lines.append([
-                row.group, row.workload, row.impl, row.isQueueKit ? "queuekit" : "anchor", row.unit,
-                "\(result.operations)", "\(result.samples.count)",
-                number(result.median), number(result.minimum), number(result.maximum), number(result.iqrPercent),
-                result.wakeupsPerOp.map(number) ?? "", result.futilePerOp.map(number) ?? "",
-                result.writeWaitP99.map(number) ?? "", result.writeWaitMax.map(number) ?? "",
-            ].map(field).joined(separator: ","))
+            lines.append(
+                [
+                    row.group, row.workload, row.impl, row.isQueueKit ? "queuekit" : "anchor", row.unit,
+                    "\(result.operations)", "\(result.samples.count)",
+                    number(result.median), number(result.minimum), number(result.maximum), number(result.iqrPercent),
+                    result.wakeupsPerOp.map(number) ?? "", result.futilePerOp.map(number) ?? "",
+                    result.writeWaitP99.map(number) ?? "", result.writeWaitMax.map(number) ?? "",
+                ].map(field).joined(separator: ","))
         }
-        try (lines.joined(separator: "\n") + "\n").write(toFile: "\(directory)/results.csv", atomically: true, encoding: .utf8)
+        try (lines.joined(separator: "\n") + "\n").write(
+            toFile: "\(directory)/results.csv", atomically: true, encoding: .utf8)
 
         lines = ["workload,queuekit,anchor,kind,value,target,target_source,verdict"]
         for ratio in ratios {
-            lines.append([
-                ratio.workload, ratio.queueKit, ratio.anchor, ratio.kind.rawValue, number(ratio.value),
-                ratio.target.map { number($0.limit) } ?? "", ratio.target?.source ?? "", ratio.verdict,
-            ].map(field).joined(separator: ","))
+            lines.append(
+                [
+                    ratio.workload, ratio.queueKit, ratio.anchor, ratio.kind.rawValue, number(ratio.value),
+                    ratio.target.map { number($0.limit) } ?? "", ratio.target?.source ?? "", ratio.verdict,
+                ].map(field).joined(separator: ","))
         }
-        try (lines.joined(separator: "\n") + "\n").write(toFile: "\(directory)/ratios.csv", atomically: true, encoding: .utf8)
+        try (lines.joined(separator: "\n") + "\n").write(
+            toFile: "\(directory)/ratios.csv", atomically: true, encoding: .utf8)
     }
 
     static func number(_ value: Double) -> String { value.isNaN ? "" : String(format: "%.6g", value) }
 
     static func field(_ text: String) -> String {
-        text.contains(",") || text.contains("\"") ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
+        text.contains(",") || text.contains("\"")
+            ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
     }
 }

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Foundation
 import QueueKitBenchKernels
 
@@ -16,8 +19,9 @@ enum SwiftRows {
     static func kernel(_ symbol: String) -> (UInt64) -> qkb_sample_t {
         let function = unsafeBitCast(address(of: symbol), to: Kernel.self)
         return { n in
-            qkb_sample_t(ns_per_op: function(n), wakeups_per_op: -1, futile_per_op: -1,
-                         write_wait_p99_ns: -1, write_wait_max_ns: -1)
+            qkb_sample_t(
+                ns_per_op: function(n), wakeups_per_op: -1, futile_per_op: -1,
+                write_wait_p99_ns: -1, write_wait_max_ns: -1)
         }
     }
 

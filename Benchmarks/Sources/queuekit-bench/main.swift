@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 // queuekit-bench: QueueKit side by side with its anchors, in one process.
 //
 //   (in Benchmarks/, after installing the CMake-built library into ../stage)
@@ -57,7 +60,7 @@ if options.list {
 qkb_become_multithreaded()
 
 #if DEBUG
-Progress.note("warning: a debug build; the numbers mean little (use swift build -c release)")
+    Progress.note("warning: a debug build; the numbers mean little (use swift build -c release)")
 #endif
 
 // Workloads in table order, each with its rows; the rows of a workload are interleaved within
@@ -75,15 +78,17 @@ let started = Date()
 var results: [Result] = []
 for (index, workload) in workloads.enumerated() {
     var samples = Array(repeating: [qkb_sample_t](), count: workload.rows.count)
-    for (r, row) in workload.rows.enumerated() {  // warm-up: caches, thread pools, lazy globals
-        Progress.show("[\(index + 1)/\(workloads.count)] \(workload.name): warm-up \(r + 1)/\(workload.rows.count)",
-                      step: "[\(index + 1)/\(workloads.count)] \(workload.name)")
+    for (r, row) in workload.rows.enumerated() { // warm-up: caches, thread pools, lazy globals
+        Progress.show(
+            "[\(index + 1)/\(workloads.count)] \(workload.name): warm-up \(r + 1)/\(workload.rows.count)",
+            step: "[\(index + 1)/\(workloads.count)] \(workload.name)")
         _ = row.run(max(1, options.operations(row) / 10))
     }
     for rep in 1...options.reps {
         for (r, row) in workload.rows.enumerated() {
-            Progress.show("[\(index + 1)/\(workloads.count)] \(workload.name): rep \(rep)/\(options.reps), \(row.impl)",
-                          step: "[\(index + 1)/\(workloads.count)] \(workload.name)")
+            Progress.show(
+                "[\(index + 1)/\(workloads.count)] \(workload.name): rep \(rep)/\(options.reps), \(row.impl)",
+                step: "[\(index + 1)/\(workloads.count)] \(workload.name)")
             samples[r].append(row.run(options.operations(row)))
         }
     }

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * The platform seam of QueueKit: only what Swift cannot express on Linux (initial-exec
  * thread-locals, the futex system call). No logic lives here. Nothing here is exported from
@@ -18,7 +21,9 @@ extern __thread void *qkshim_tls_frame QKSHIM_TLS;
 /* A small, non-zero number naming the calling thread; 0 until first asked. */
 extern __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
 
-static inline void *qkshim_frame_get(void) { return qkshim_tls_frame; }
+static inline void *qkshim_frame_get(void) {
+    return qkshim_tls_frame;
+}
 
 /* The frame that stands for the main thread being on the main queue (set once, never freed),
  * and whether qk_main has handed the main thread over to dispatch. Plain globals: read on hot
@@ -37,7 +42,9 @@ static inline bool qkshim_main_released_get(void) {
 static inline void qkshim_main_released_set(void) {
     __atomic_store_n((bool *)&qkshim_main_released, true, __ATOMIC_RELEASE);
 }
-static inline void qkshim_frame_set(void *frame) { qkshim_tls_frame = frame; }
+static inline void qkshim_frame_set(void *frame) {
+    qkshim_tls_frame = frame;
+}
 
 /* Assigns the calling thread its number (slow path of qkshim_thread_id). */
 uint64_t qkshim_thread_id_assign(void);
@@ -62,7 +69,9 @@ static inline bool qkshim_is_main_thread(void) {
 
 /* The calling thread's ThreadRecord (see ThreadRecord.swift), NULL until it is installed. */
 extern __thread void *qkshim_tls_record QKSHIM_TLS;
-static inline void *qkshim_record_get(void) { return qkshim_tls_record; }
+static inline void *qkshim_record_get(void) {
+    return qkshim_tls_record;
+}
 
 /* Installs `record` as the calling thread's record. When the thread exits (pthread_exit, return
  * from its start routine, or qk_main's hand-over of the main thread), `on_exit(record)` runs on
@@ -73,7 +82,9 @@ void qkshim_record_install(void *record, void (*on_exit)(void *record));
  * acquisition and release): the thread-exit hook looks for locks to abandon only when it is not 0,
  * and code that must not run while the thread holds a condition lock can ask. */
 extern __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
-static inline uint32_t qkshim_condlocks_held(void) { return qkshim_tls_condlocks_held; }
+static inline uint32_t qkshim_condlocks_held(void) {
+    return qkshim_tls_condlocks_held;
+}
 /* Makes the calling thread's record with the function that qkshim_record_maker_set installed
  * (the slow path of qkshim_condlock_acquired). */
 void qkshim_record_make(void);
@@ -88,8 +99,12 @@ static inline void qkshim_condlock_acquired(void) {
     qkshim_tls_condlocks_held += 1;
     if (__builtin_expect(qkshim_tls_record == NULL, 0)) qkshim_record_make();
 }
-static inline void qkshim_condlocks_held_decrement(void) { qkshim_tls_condlocks_held -= 1; }
-static inline void qkshim_condlocks_held_reset(void) { qkshim_tls_condlocks_held = 0; }
+static inline void qkshim_condlocks_held_decrement(void) {
+    qkshim_tls_condlocks_held -= 1;
+}
+static inline void qkshim_condlocks_held_reset(void) {
+    qkshim_tls_condlocks_held = 0;
+}
 
 /* fork(): how many forks lie between the process that loaded QueueKit and this one. 0 in the
  * original process; the child handler of fork adds one in each child (before the Swift child hook
@@ -99,7 +114,9 @@ extern _Atomic uint64_t qkshim_fork_generation;
 static inline uint64_t qkshim_fork_generation_get(void) {
     return __atomic_load_n((uint64_t *)&qkshim_fork_generation, __ATOMIC_ACQUIRE);
 }
-static inline bool qkshim_is_forked_child(void) { return qkshim_fork_generation_get() != 0; }
+static inline bool qkshim_is_forked_child(void) {
+    return qkshim_fork_generation_get() != 0;
+}
 
 /* Sets the hooks that the fork handlers call: `prepare` in the forking thread before the fork,
  * then `parent` in the parent or `child` in the child. A fork that began before the hooks were
@@ -204,7 +221,7 @@ size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
  * QKSHIM_TSAN_HIDE_INTERNALS, keep the library's own memory accesses out of the reports. 0
  * otherwise: each check is then one load and one predictable branch. The functions below do the
  * work, out of line. */
-#define QKSHIM_TSAN_ANNOTATE 1u
+#define QKSHIM_TSAN_ANNOTATE       1u
 #define QKSHIM_TSAN_HIDE_INTERNALS 2u
 /* Read-only to everything but shim.c's load-time initialiser (which writes it through its own
  * declaration, before any thread can run QueueKit): const here, so Swift reads it directly. */
@@ -212,7 +229,7 @@ extern const uint8_t qkshim_tsan_mode __asm__("qkshim_tsan_mode_storage")
     __attribute__((visibility("hidden")));
 
 #define QKSHIM_TSAN_READ_LOCK (1u << 3) /* __tsan_mutex_read_lock: shared access */
-#define QKSHIM_TSAN_TRY_LOCK (1u << 4)  /* __tsan_mutex_try_lock: could not have blocked */
+#define QKSHIM_TSAN_TRY_LOCK  (1u << 4) /* __tsan_mutex_try_lock: could not have blocked */
 
 /* The calling thread now holds `object` as a mutex (shared with QKSHIM_TSAN_READ_LOCK). */
 void qkshim_tsan_locked(const void *object, unsigned flags);
@@ -223,10 +240,12 @@ void qkshim_tsan_unlocking(const void *object, unsigned flags);
  * (which keeps the code around it small enough to inline), to the C compiler a test and a
  * branch. */
 static inline void qkshim_tsan_condlock_locked(const void *lock) {
-    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0)) qkshim_tsan_locked(lock, QKSHIM_TSAN_TRY_LOCK);
+    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0))
+        qkshim_tsan_locked(lock, QKSHIM_TSAN_TRY_LOCK);
 }
 static inline void qkshim_tsan_condlock_unlocking(const void *lock) {
-    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0)) qkshim_tsan_unlocking(lock, 0);
+    if (__builtin_expect(qkshim_tsan_mode & QKSHIM_TSAN_ANNOTATE, 0))
+        qkshim_tsan_unlocking(lock, 0);
 }
 /* A one-way hand-off through `token`: what the releasing thread did happens before what the
  * acquiring thread does after. */

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * The lock-order witness's platform seam (see Diagnostics/LockOrder/): its mode byte, read on
  * every acquisition and release, the calling thread's state pointer (an initial-exec

@@ -1,3 +1,6 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * The timed loops of queuekit-bench, in C: QueueKit is called through the installed <queuekit.h>
  * and libqueuekit.so.0 exactly as a C program calls it (through the dynamic linker), and the
@@ -17,10 +20,10 @@
 
 typedef struct {
     double ns_per_op;
-    double wakeups_per_op;  /* < 0: not measured */
-    double futile_per_op;   /* < 0: not measured */
-    double write_wait_p99_ns;  /* < 0: not measured */
-    double write_wait_max_ns;  /* < 0: not measured */
+    double wakeups_per_op;    /* < 0: not measured */
+    double futile_per_op;     /* < 0: not measured */
+    double write_wait_p99_ns; /* < 0: not measured */
+    double write_wait_max_ns; /* < 0: not measured */
 } qkb_sample_t;
 
 /** The file the dynamic linker took QueueKit's C API from (the library C users link), or NULL. */
@@ -96,12 +99,12 @@ qkb_sample_t qkb_qk_write(uint64_t iterations);
 qkb_sample_t qkb_rwlock_write(uint64_t iterations);
 
 typedef enum {
-    QKB_MIX_QK_ASYNC = 0,  /* qk_dbqueue_read + qk_dbqueue_write_async, flush at the end */
-    QKB_MIX_QK_SYNC = 1,   /* qk_dbqueue_read + qk_dbqueue_write */
-    QKB_MIX_RWLOCK = 2,    /* pthread_rwlock rdlock / wrlock */
-    QKB_MIX_GCD = 3,       /* dispatch_sync_f + dispatch_barrier_async_f, barrier_sync at the end */
-    QKB_MIX_SEED = 4,      /* the seed: get_specific then sync_f; barrier_async_f */
-    QKB_MIX_GCD_SYNC = 5   /* dispatch_sync_f + dispatch_barrier_sync_f */
+    QKB_MIX_QK_ASYNC = 0, /* qk_dbqueue_read + qk_dbqueue_write_async, flush at the end */
+    QKB_MIX_QK_SYNC = 1,  /* qk_dbqueue_read + qk_dbqueue_write */
+    QKB_MIX_RWLOCK = 2,   /* pthread_rwlock rdlock / wrlock */
+    QKB_MIX_GCD = 3,      /* dispatch_sync_f + dispatch_barrier_async_f, barrier_sync at the end */
+    QKB_MIX_SEED = 4,     /* the seed: get_specific then sync_f; barrier_async_f */
+    QKB_MIX_GCD_SYNC = 5  /* dispatch_sync_f + dispatch_barrier_sync_f */
 } qkb_mix_impl_t;
 /** `threads` threads doing `total_ops` operations in all, `write_percent` % of them writes;
  *  wall time per operation (all writes completed). With synchronous writes (QKB_MIX_QK_SYNC,

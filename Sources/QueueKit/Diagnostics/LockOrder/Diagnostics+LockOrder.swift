@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 extension Diagnostics {
     /// What the lock-order witness does when an order closes a cycle.
     public enum LockOrderMode: Int32, Sendable, CaseIterable {

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 import QueueKitShim
 
@@ -12,20 +15,21 @@ import QueueKitShim
 ///
 /// Lock order: the graph's lock is taken last, after any of QueueKit's others; reports are
 /// delivered with no QueueKit lock held.
-enum LockOrder {
+@usableFromInline
+package enum LockOrder {
     // MARK: Mode
 
     /// Whether the witness is on (report or abort). One relaxed load.
-    @inline(__always)
+    @inlinable @inline(__always)
     static var isOn: Bool { qkshim_lockorder_mode_get() != 0 }
 
     /// The mode: 0 off, 1 report, 2 abort.
-    static var mode: UInt8 { qkshim_lockorder_mode_get() }
+    package static var mode: UInt8 { qkshim_lockorder_mode_get() }
 
     /// Sets the mode: off -> on starts an empty graph, -> off drops it, report <-> abort keeps it.
     /// False (nothing changed) for a value that is no mode.
     @discardableResult
-    static func setMode(_ new: UInt8) -> Bool {
+    package static func setMode(_ new: UInt8) -> Bool {
         guard new <= 2 else { return false }
         modeChange.withLock { _ in
             let old = qkshim_lockorder_mode_get()
@@ -49,6 +53,9 @@ enum LockOrder {
     /// Where reports go.
     static let handler = Lock<ReportHandler>(.standardError)
 
+    /// Sets where reports go (applies to the next report).
+    package static func setHandler(_ new: ReportHandler) { handler.withLock { $0 = new } }
+
     /// The graph, `nil` while the witness is off (or before its first use, when the environment
     /// turned it on at load). The fork child hook abandons it (see ``installForkHandler``).
     private static let graph: Lock<LockOrderGraph?> = {
@@ -62,7 +69,7 @@ enum LockOrder {
     /// waits), until `deadline` (``MonotonicClock/forever``: untimed): records an edge from every
     /// object the thread holds (none when the deadline has passed: the call only tries). False
     /// when the call must be refused with `wouldDeadlock` (the thread runs the lock-order handler).
-    @inline(__always)
+    @inlinable @inline(__always)
     static func willWait(
         for object: AnyObject, _ mode: LockOrderMode, call: StaticString, deadline: UInt64 = MonotonicClock.forever
     ) -> Bool {
@@ -73,7 +80,7 @@ enum LockOrder {
     /// The thread now holds the condition lock `object` (every acquisition, also a try form's
     /// and a task's). `call` names a call that may wait and took the lock without waiting: its
     /// edges are recorded here, as `willWait` would have (`nil`: recorded on the way in, or none).
-    @inline(__always)
+    @inlinable @inline(__always)
     static func acquired(_ object: AnyObject, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) {
         if _slowPath(isOn) { push(LockOrderObject(object), recording: call, deadline: deadline) }
     }
@@ -81,16 +88,16 @@ enum LockOrder {
     /// A sync, barrier sync or perform onto `queue` that is not inline: asks for the queue
     /// (shared on a concurrent queue, unless `barrier`) and, onto a serial queue, for each serial
     /// queue it targets; a barrier onto a concurrent queue marks it written first (see
-    /// ``writing(_:call:thenWaits:)``). `call` is `nil` for `qk_queue_sync` and `barrier_sync`.
+    /// ``writing(_:call:thenWaits:)``).
     /// False when the call must be refused (see ``willWait(for:_:call:deadline:)``).
-    @inline(__always)
-    static func willSync(onto queue: Queue, barrier: Bool, call: StaticString?) -> Bool {
+    @inlinable @inline(__always)
+    static func willSync(onto queue: Queue, barrier: Bool, call: StaticString) -> Bool {
         if _fastPath(!isOn) { return true }
         return recordSync(queue, barrier: barrier, call: call)
     }
 
     /// The thread released the condition lock `object`.
-    @inline(__always)
+    @inlinable @inline(__always)
     static func released(_ object: AnyObject) {
         if _slowPath(isOn) { pop(LockOrderObject(object).address) }
     }
@@ -98,7 +105,7 @@ enum LockOrder {
     /// Runs `body`, a block of `queue` (run by any call, also inline), with the thread holding
     /// `queue` (`exclusive` or shared) and the serial queues it targets, while the witness is on.
     /// Out of line, so that the inlined run path of every block gains only the mode check.
-    @inline(never)
+    @inlinable @inline(never)
     static func holding<R, E: Error>(_ queue: Queue, exclusive: Bool, _ body: () throws(E) -> R) throws(E) -> R {
         let entries = enter(queue, exclusive: exclusive)
         defer { leftBlock(entries) }
@@ -108,14 +115,14 @@ enum LockOrder {
     /// A block of `queue` starts on this thread (run by any call, also inline): the thread holds
     /// `queue` (`exclusive` or shared) and the serial queues it targets. Returns what to pass to
     /// ``leftBlock(_:)`` when the block ends.
-    @inline(__always)
+    @inlinable @inline(__always)
     static func enteredBlock(of queue: Queue, exclusive: Bool) -> Int {
         if _fastPath(!isOn) { return 0 }
         return enter(queue, exclusive: exclusive)
     }
 
     /// The block that ``enteredBlock(of:exclusive:)`` started ended.
-    @inline(__always)
+    @inlinable @inline(__always)
     static func leftBlock(_ entries: Int) {
         if _slowPath(entries != 0) { leave(entries) }
     }
@@ -125,21 +132,21 @@ enum LockOrder {
     /// thread, a cycle that only a meeting of two of its readers held back. `thenWaits`: the call
     /// goes on to ``willWait(for:_:call:deadline:)`` or ``willSync(onto:barrier:call:)``, which
     /// then reports nothing more (at most one report per call).
-    @inline(__always)
+    @inlinable @inline(__always)
     static func writing(_ queue: Queue, call: StaticString, thenWaits: Bool = false) {
         if _slowPath(isOn) { markWritten(LockOrderObject(queue), call: call, thenWaits: thenWaits) }
     }
 
     /// `object` is being destroyed or freed: its node, edges and cycles are forgotten.
-    @inline(__always)
+    @inlinable @inline(__always)
     static func forget(_ object: AnyObject) {
         if _slowPath(isOn) { drop(LockOrderObject(object).address) }
     }
 
     // MARK: Slow paths
 
-    @inline(never)
-    private static func push(_ object: LockOrderObject, recording call: StaticString?, deadline: UInt64) {
+    @usableFromInline @inline(never)
+    static func push(_ object: LockOrderObject, recording call: StaticString?, deadline: UInt64) {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return }
@@ -155,15 +162,14 @@ enum LockOrder {
         deadline == MonotonicClock.forever || deadline > MonotonicClock.now()
     }
 
-    @inline(never)
-    private static func recordSync(_ queue: Queue, barrier: Bool, call: StaticString?) -> Bool {
+    @usableFromInline @inline(never)
+    static func recordSync(_ queue: Queue, barrier: Bool, call: StaticString) -> Bool {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return false }
         defer { state.pointee.reportedInCall = false }
         // Global queues are never held, so no cycle runs through them.
         guard queue.honoursBarriers else { return true }
-        let call = call ?? (barrier ? "qk_queue_barrier_sync" : "qk_queue_sync")
         if barrier && !queue.isSerial { markWritten(LockOrderObject(queue), call: call, thenWaits: true) }
         let mode: LockOrderMode = barrier || queue.isSerial ? .exclusive : .shared
         _ = record(LockOrderObject(queue), mode, call: call, timed: false, state: state)
@@ -177,15 +183,15 @@ enum LockOrder {
         return true
     }
 
-    @inline(never)
-    private static func pop(_ address: UInt) {
+    @usableFromInline @inline(never)
+    static func pop(_ address: UInt) {
         guard let state = LockOrderThread.currentIfAny else { return }
         state.pointee.join(qkshim_lockorder_session_get())
         state.pointee.remove(address)
     }
 
-    @inline(never)
-    private static func enter(_ queue: Queue, exclusive: Bool) -> Int {
+    @usableFromInline @inline(never)
+    static func enter(_ queue: Queue, exclusive: Bool) -> Int {
         // Global queues are never held.
         guard queue.honoursBarriers else { return 0 }
         let state = LockOrderThread.current
@@ -205,8 +211,8 @@ enum LockOrder {
         return entries
     }
 
-    @inline(never)
-    private static func leave(_ entries: Int) {
+    @usableFromInline @inline(never)
+    static func leave(_ entries: Int) {
         guard let state = LockOrderThread.currentIfAny else { return }
         state.pointee.join(qkshim_lockorder_session_get())
         state.pointee.leaveBlock(entries)
@@ -217,8 +223,8 @@ enum LockOrder {
     @inline(__always)
     private static var holdsMainQueue: Bool { qkshim_is_main_thread() && !qkshim_main_released_get() }
 
-    @inline(never)
-    private static func record(_ target: LockOrderObject, _ mode: LockOrderMode, call: StaticString, deadline: UInt64) -> Bool {
+    @usableFromInline @inline(never)
+    static func record(_ target: LockOrderObject, _ mode: LockOrderMode, call: StaticString, deadline: UInt64) -> Bool {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return false }
@@ -321,8 +327,8 @@ enum LockOrder {
     nonisolated(unsafe) static var recordsCallSites = true
     #endif
 
-    @inline(never)
-    private static func markWritten(_ object: LockOrderObject, call: StaticString, thenWaits: Bool) {
+    @usableFromInline @inline(never)
+    static func markWritten(_ object: LockOrderObject, call: StaticString, thenWaits: Bool) {
         let state = LockOrderThread.current
         state.pointee.join(qkshim_lockorder_session_get())
         if state.pointee.inHandler { return }
@@ -342,8 +348,8 @@ enum LockOrder {
         }
     }
 
-    @inline(never)
-    private static func drop(_ address: UInt) {
+    @usableFromInline @inline(never)
+    static func drop(_ address: UInt) {
         // Most objects never had a node: no lock for them.
         guard qkshim_lockorder_node_maybe(address) else { return }
         let forgot = graph.withLock { graph in graph?.forget(address) ?? false }

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import QueueKitShim
 
 /// The order graph of the lock-order witness, kept acyclic, with an incremental cycle search.
@@ -68,8 +71,6 @@ final class LockOrderGraph {
     struct Cycle {
         var edges: [(key: EdgeKey, record: Record)]
     }
-
-    static let asked: [LockOrderMode: Int32] = [.exclusive: 0, .shared: 1]
 
     private var vertices: [Vertex] = []
     private var freeBlocks: [Int32] = []

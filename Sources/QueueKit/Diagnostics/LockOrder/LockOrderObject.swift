@@ -1,15 +1,19 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 /// An object the lock-order witness orders: a condition lock, a queue, or a DB queue (its
 /// identity queue stands for it), by address, not retained (the witness forgets an object before
 /// it is freed: ``LockOrder/forget(_:)``).
+@usableFromInline
 struct LockOrderObject {
-    let address: UInt
+    @usableFromInline let address: UInt
 
-    @inline(__always)
+    @inlinable @inline(__always)
     init(_ object: AnyObject) {
         address = UInt(bitPattern: Unmanaged.passUnretained(object).toOpaque())
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     init(address: UInt) { self.address = address }
 
     /// The object itself (alive: see the type's comment).

@@ -1,3 +1,6 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import QueueKitShim
 
 /// The text of a lock-order report:

@@ -1,8 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
 import Glibc
 import QueueKitShim
 
 /// How a thread holds, or asks for, an object: the two modes the witness tells apart.
-enum LockOrderMode: UInt8 {
+@usableFromInline
+enum LockOrderMode: UInt8, Sendable {
     /// Alone: a condition lock, a serial queue's block, a barrier, a DB write.
     case exclusive = 0
     /// Alongside others: a concurrent queue's non-barrier block, a DB read.

@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+// MARK: What the deadlock detector sees
+
+extension ConditionLock: InspectableLock {
+    var holderNumber: UInt64 { owner.load(ordering: .relaxed) }
+
+    var diagnosticName: String {
+        let name = self.name
+        return name.isEmpty ? "condition lock (unnamed)" : "condition lock \"\(name)\""
+    }
+
+    func conditionDescription(waiter: UnsafeRawPointer) -> String {
+        let wanted = waiter.assumingMemoryBound(to: Waiter.self).pointee.wanted
+        return "condition \(wanted.map { "\($0)" } ?? "any"), now \(condition)"
+    }
+}

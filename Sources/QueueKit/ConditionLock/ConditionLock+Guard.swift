@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+extension ConditionLock {
+    // MARK: The guard
+
+    /// Spins until this thread holds the guard. Returns the state word as it was taken.
+    @discardableResult
+    func acquireGuard() -> UInt {
+        var spins: UInt32 = 0
+        while true {
+            if let taken = setIfClear(StateBit.guarded) { return taken }
+            // The holder may have been preempted (more threads than CPUs): let it run.
+            spins &+= 1
+            if spins < 64 { qkshim_cpu_relax() } else { sched_yield() }
+        }
+    }
+
+    /// Releases the guard, publishing whether waiters are queued, and changes the locked bit:
+    /// `.take` sets it if it is clear (false, guard still held, when a plain lock set it meanwhile),
+    /// `.drop` clears it. Only plain locks change the word while the guard is held, and only by
+    /// setting a clear locked bit.
+    @discardableResult
+    func releaseGuard(_ change: LockChange) -> Bool {
+        let queued = head == nil ? 0 : StateBit.queued
+        var current = state.load(ordering: .relaxed)
+        while true {
+            var desired = (current & ~(StateBit.guarded | StateBit.queued)) | queued
+            switch change {
+            case .keep:
+                break
+            case .take:
+                if current & StateBit.locked != 0 { return false }
+                desired |= StateBit.locked
+            case .drop:
+                desired &= ~StateBit.locked
+            }
+            let (exchanged, now) = state.compareExchange(
+                expected: current, desired: desired,
+                successOrdering: .acquiringAndReleasing, failureOrdering: .relaxed)
+            if exchanged { return true }
+            current = now
+        }
+    }
+
+    func append(_ node: UnsafeMutablePointer<Waiter>) {
+        node.pointee.isQueued = true
+        node.pointee.previous = tail
+        node.pointee.next = nil
+        if let tail { tail.pointee.next = node } else { head = node }
+        tail = node
+    }
+
+    func unlink(_ node: UnsafeMutablePointer<Waiter>) {
+        let previous = node.pointee.previous
+        let next = node.pointee.next
+        if let previous { previous.pointee.next = next } else { head = next }
+        if let next { next.pointee.previous = previous } else { tail = previous }
+        node.pointee.isQueued = false
+        node.pointee.next = nil
+        node.pointee.previous = nil
+    }
+}

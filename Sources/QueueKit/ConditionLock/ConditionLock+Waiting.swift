@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+extension ConditionLock {
+    // MARK: Implementation
+
+    /// The uncontended acquisition: one compare-and-swap, then the holder's bookkeeping. `call`
+    /// names a call that may wait (its lock-order edges are recorded here); `nil` for the try
+    /// forms and the suspending ones.
+    @inline(__always)
+    @inlinable
+    func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
+        guard state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
+            return false
+        }
+        didAcquire(by: qkshim_thread_id(), waited: false, recording: call, deadline: deadline)
+        return true
+    }
+
+    /// Bookkeeping of the new holder: owner and counters (only the holder writes them, so a load
+    /// and a store suffice).
+    @inline(__always)
+    @inlinable
+    func didAcquire(
+        by thread: UInt64, waited: Bool, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever
+    ) {
+        ThreadSanitizer.conditionLockAcquired(self)
+        LockOrder.acquired(self, recording: call, deadline: deadline)
+        owner.store(thread, ordering: .relaxed)
+        qkshim_condlock_acquired()
+        acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        if waited {
+            contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            handOffCount.store(handOffCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        }
+    }
+
+    /// Every acquisition but the uncontended plain one: ownership check, an immediate take when
+    /// the state allows it, otherwise a try's failure or a queued wait for a hand-off.
+    ///
+    /// `call` names the call in wait and deadlock reports (its C name).
+    @inline(never)
+    @usableFromInline
+    func acquire(wanted: Condition?, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
+        let me = qkshim_thread_id()
+        if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
+        if !isTry {
+            guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else { throw .wouldDeadlock }
+        }
+
+        // A plain lock takes any free lock: a free lock has no queued waiter it could overtake.
+        if wanted == nil && takeIfFree() {
+            didAcquire(by: me, waited: false)
+            return
+        }
+
+        let observed = acquireGuard()
+        if observed & StateBit.locked == 0 && (wanted == nil || wanted == value) {
+            if releaseGuard(.take) {
+                didAcquire(by: me, waited: false)
+                return
+            }
+            // A plain lock took it meanwhile; we still hold the guard: wait below.
+        }
+        if isTry {
+            releaseGuard(.keep)
+            throw .busy
+        }
+        if deadline != MonotonicClock.forever && deadline <= MonotonicClock.now() {
+            timeoutCount.add(1, ordering: .relaxed)
+            releaseGuard(.keep)
+            throw .timedOut
+        }
+        let outcome = Parker.withParker { parker in
+            withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer in
+                let node = buffer.baseAddress!
+                node.initialize(to: Waiter(parker: parker, threadID: me, wanted: wanted))
+                defer { node.deinitialize(count: 1) }
+                return wait(queuing: node, until: deadline, call: call)
+            }
+        }
+        switch outcome {
+        case .acquired: didAcquire(by: me, waited: true)
+        case .timedOut: throw .timedOut
+        case .refused: throw .wouldDeadlock
+        }
+    }
+
+    /// Sets the locked bit if it is clear, whatever the other bits. True when it did.
+    @inline(__always)
+    func takeIfFree() -> Bool { setIfClear(StateBit.locked) != nil }
+
+    /// Sets `bit` in the state word if it is clear, whatever the other bits: the word as it was
+    /// before, or `nil` (nothing changed) when `bit` was set.
+    @inline(__always)
+    func setIfClear(_ bit: UInt) -> UInt? {
+        var current = state.load(ordering: .relaxed)
+        while current & bit == 0 {
+            let (exchanged, now) = state.compareExchange(
+                expected: current, desired: current | bit,
+                successOrdering: .acquiring, failureOrdering: .relaxed)
+            if exchanged { return current }
+            current = now
+        }
+        return nil
+    }
+
+    /// Queues `node` (the caller holds the guard, which this releases) and waits for a hand-off
+    /// or the deadline. On `.acquired` the releasing thread has already made us the owner; on
+    /// `.refused` the wait would have closed a cycle across threads: `node` is unlinked, nothing
+    /// was taken, and the deadlock handler has the report.
+    func wait(queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64, call: StaticString) -> WaitOutcome {
+        // Only the first waiter polls hot; the ones behind it only yield, so they never burn
+        // the CPUs that the threads ahead of them need to run and release.
+        let first = head == nil
+        append(node)
+        releaseGuard(.keep)
+
+        let parker = node.pointee.parker!
+        var futileWakeups = 0
+        // Spin first: most hand-offs arrive within it, and a spinning waiter publishes nothing.
+        // Only a waiter about to sleep publishes its wait (and, untimed, checks for a cycle).
+        var handedOff = parker.spinUntilSet(deadline: deadline, pureSpin: first)
+        if !handedOff {
+            let record = ThreadRecord.current
+            let refusal = WaitRegistry.enter(
+                record, untimed: deadline == MonotonicClock.forever,
+                holderMayWait: { WaitRegistry.ownerMayWait(owner.load(ordering: .relaxed), me: record) }
+            ) { wait in
+                wait.call = call
+                wait.kind = node.pointee.wanted == nil ? .lock : .lockWhen
+                wait.queue = nil
+                wait.lock = self
+                wait.detail = UnsafeRawPointer(node)
+                wait.deadline = deadline
+                wait.frame = ExecutionContext.innermost
+            }
+            if let refusal {
+                // Refused (the wait is already withdrawn). A release may have handed us the lock
+                // meanwhile: settled under the guard, as a timeout is. Then the ring was no ring.
+                acquireGuard()
+                let handed = parker.isSet
+                if !handed { unlink(node) }
+                releaseGuard(.keep)
+                if handed { return .acquired }
+                WaitRegistry.deliver(refusal)
+                return .refused
+            }
+            handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, spin: false)
+            WaitRegistry.withdraw(record)
+        }
+        if futileWakeups > 0 {
+            futileCount.add(UInt64(futileWakeups), ordering: .relaxed)
+        }
+        if handedOff { return .acquired }
+
+        // The deadline passed. A release may be handing us the lock right now: whichever of the
+        // two got the guard first wins. The releaser sets our word under the guard.
+        acquireGuard()
+        handedOff = parker.isSet
+        if !handedOff {
+            unlink(node)
+            timeoutCount.add(1, ordering: .relaxed)
+        }
+        releaseGuard(.keep)
+        return handedOff ? .acquired : .timedOut
+    }
+
+    /// The holder's first step of every release: ownership check, owner cleared, one lock fewer.
+    @inline(__always)
+    @inlinable
+    func relinquish() throws(QueueKitError) {
+        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        ThreadSanitizer.conditionLockReleasing(self)
+        LockOrder.released(self)
+        owner.store(0, ordering: .relaxed)
+        qkshim_condlocks_held_decrement()
+    }
+
+    /// Releases the held lock (owner already cleared), optionally setting the condition, handing
+    /// it to the first queued waiter that the new state satisfies. The abandonment news changes
+    /// before the hand-off, so the new holder sees it as it resumes.
+    @usableFromInline
+    func release(setting newValue: Condition?, news: News) {
+        acquireGuard()
+        switch news {
+        case .clear:
+            if state.load(ordering: .relaxed) & StateBit.abandoned != 0 {
+                abandoner.store(0, ordering: .relaxed)
+                state.bitwiseAnd(~StateBit.abandoned, ordering: .relaxed)
+            }
+        case .keep:
+            break
+        case .abandon(let thread):
+            abandoner.store(thread, ordering: .relaxed)
+            abandonmentCount.add(1, ordering: .relaxed)
+            state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
+        }
+        if let newValue { value = newValue }
+        passOn(held: true)
+    }
+
+    /// The first queued waiter that the current state satisfies (the caller holds the guard).
+    func firstSatisfied() -> UnsafeMutablePointer<Waiter>? {
+        var candidate = head
+        while let waiter = candidate {
+            if let wanted = waiter.pointee.wanted, wanted != value {
+                candidate = waiter.pointee.next
+            } else {
+                return waiter
+            }
+        }
+        return nil
+    }
+
+    /// Gives the lock on (the caller holds the guard, which this releases): to the first queued
+    /// waiter that the state satisfies. A thread is handed the lock; a task is woken and the lock
+    /// left free for it to take when it runs; a task already woken is on its way, so the lock is
+    /// left free. `held`: the caller holds the lock (a release); otherwise the lock is free or
+    /// held by someone else (who will pass it on at its release).
+    func passOn(held: Bool) {
+        if !held && state.load(ordering: .relaxed) & StateBit.locked != 0 {
+            releaseGuard(.keep)
+            return
+        }
+        guard let chosen = firstSatisfied() else {
+            releaseGuard(held ? .drop : .keep)
+            return
+        }
+        if let task = chosen.pointee.task {
+            let continuation = task._withUnsafeGuaranteedRef { $0.takeContinuationForWakeUp() }
+            releaseGuard(held ? .drop : .keep)
+            continuation?.resume(returning: false)
+            return
+        }
+        if !held && !takeIfFree() {
+            releaseGuard(.keep)
+            return
+        }
+        unlink(chosen)
+        owner.store(chosen.pointee.threadID, ordering: .relaxed)
+        // Setting the word is the hand-off; from here on `chosen` may be gone.
+        let parker = chosen.pointee.parker!
+        let word = parker.word
+        let asleep = parker.setWord()
+        releaseGuard(.keep)
+        if asleep { Parker.wake(word) }
+    }
+}

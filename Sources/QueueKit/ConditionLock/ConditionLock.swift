@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+/// The bits of a condition lock's state word.
+@usableFromInline
+enum StateBit {
+    /// The lock is held.
+    @inlinable static var locked: UInt { 1 }
+    /// A thread is reading or changing the condition, the waiter queue or the name: a tiny spin
+    /// lock, held for a few dozen instructions and never across a system call.
+    @inlinable static var guarded: UInt { 2 }
+    /// The waiter queue is not empty: the fast unlock must take the slow path to hand off.
+    @inlinable static var queued: UInt { 4 }
+    /// The last holder exited holding the lock (or did not survive a fork): the holder, or the
+    /// next acquirer of a free lock, is told. Cleared by the holder's release. It makes the
+    /// uncontended compare-and-swap of `lock` and `unlock` fail, which routes to the slow paths.
+    @inlinable static var abandoned: UInt { 8 }
+}
+
+/// A lock plus a condition value, with `NSConditionLock`'s semantics and none of its traps.
+///
+/// The lock and its condition are two independent states: ``lock()`` acquires the lock whatever
+/// the condition (and keeps it), ``lock(whenCondition:)`` acquires it only when it is free *and*
+/// the condition equals the wanted value. ``unlock(withCondition:)`` sets the condition and
+/// releases in one step, so no thread ever sees the lock free with the old value.
+///
+/// How waiting works:
+/// - **Direct hand-off, no herd.** A thread that must wait queues a record on its own stack and
+///   sleeps on its own word. The releasing thread picks the *first* queued waiter, in arrival
+///   order, that the new state satisfies (a plain `lock` waiter accepts any condition; a
+///   `lock(whenCondition: c)` waiter needs the condition to be `c`), makes it the owner and wakes
+///   only that thread. Waiters for other values are not touched, so a wake-up is never futile
+///   (``Stats/futileWakeups`` counts only spurious kernel wake-ups).
+/// - **Fairness.** Waiters for the same value are served strictly in arrival order. A newcomer
+///   can only take a *free* lock, and the lock is never left free while a queued waiter could
+///   take it (the release hands it over instead), so barging never overtakes a waiter that the
+///   state satisfies: no starvation, at the price of a context switch per contended hand-off
+///   under heavy plain-mutex contention.
+/// - **Spin, then sleep.** A waiter polls its word for a bounded time (`Parker.spinBudget`,
+///   12 µs) before it sleeps in the kernel: the first waiter in the queue polls hot for 2 µs and
+///   then yields its CPU between polls, the ones behind it only yield. A two-thread ping-pong
+///   thus costs well under a microsecond per round instead of two system calls and two
+///   scheduler round trips, and a thread that yields never takes the CPU from the thread it
+///   waits for.
+/// - **Deadlines** are absolute nanoseconds on `CLOCK_MONOTONIC` (``MonotonicClock``); a deadline
+///   already past tries once. A waiter whose deadline passes at the moment it is handed the lock
+///   keeps the lock and succeeds: which one happened first is settled under the queue's guard.
+///
+/// **A holder that dies.** A thread that exits holding the lock (returning from its start routine,
+/// `pthread_exit`, cancellation; also `qk_main`, which ends the main thread) abandons it, as a
+/// robust pthread mutex is: the lock goes to the first waiter that its condition satisfies, or is
+/// left free, with the condition as the dead thread left it. Whoever acquires it next (by any
+/// `lock` or `tryLock`) gets it normally and finds ``previousOwnerDied`` true until it releases: the
+/// data the lock guards may be half-updated. ``set(_:)`` takes and releases an abandoned lock
+/// without consuming that news. In a forked child, the locks that other threads held at the fork
+/// are abandoned the same way (see `Lifecycle.swift`). ``Stats/abandonments`` counts both.
+///
+/// Ownership is checked: unlocking from a thread that does not hold the lock throws
+/// ``QueueKitError/notPermitted`` and changes nothing; locking again from the holder throws
+/// ``QueueKitError/wouldDeadlock``; a try from the holder throws ``QueueKitError/busy``.
+///
+/// The uncontended ``lock()`` is one compare-and-swap, ``unlock()`` one more, with no allocation
+/// and no reference counting; waiting allocates nothing either.
+///
+/// Thread safety: every member may be called from any thread. The lock is not recursive.
+public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Sendable, ThreadOwnedLock {
+    /// Counters since creation, a snapshot (each field is read atomically, not all of them at once).
+    public struct Stats: Sendable, Hashable {
+        /// Successful `lock*` and `tryLock*` calls of every kind, and each ``ConditionLock/set(_:)``.
+        public var acquisitions: UInt64 = 0
+        /// Acquisitions that had to wait.
+        public var contended: UInt64 = 0
+        /// Times a waiting thread resumed: by a hand-off (whether it was spinning or asleep) or
+        /// spuriously.
+        public var wakeups: UInt64 = 0
+        /// Wake-ups after which the thread had to wait again (only spurious kernel wake-ups: the
+        /// lock never wakes a waiter that the new state does not satisfy).
+        public var futileWakeups: UInt64 = 0
+        /// Timed calls that threw ``QueueKitError/timedOut``, past deadlines included.
+        public var timeouts: UInt64 = 0
+        /// Times a holder exited holding the lock, or did not survive a fork (see
+        /// ``ConditionLock/previousOwnerDied``).
+        public var abandonments: UInt64 = 0
+
+        public init() {}
+    }
+
+    /// A queued waiter: a thread (on its stack, handed the lock directly) or a suspended task
+    /// (on the heap for the wait, woken and then acquiring by itself: ``SuspendedWaiter``).
+    struct Waiter {
+        /// The waiting thread's word; `nil` for a task.
+        let parker: Parker?
+        let threadID: UInt64
+        /// The condition the waiter needs; `nil` for a plain `lock`, which accepts any.
+        let wanted: Condition?
+        /// The suspended task's record; `nil` for a thread.
+        var task: Unmanaged<SuspendedWaiter>? = nil
+        var next: UnsafeMutablePointer<Waiter>? = nil
+        var previous: UnsafeMutablePointer<Waiter>? = nil
+        /// Whether the node is in the queue.
+        var isQueued = false
+    }
+
+    enum WaitOutcome { case acquired, timedOut, refused }
+
+    enum LockChange { case keep, take, drop }
+
+    /// What a release does with the abandonment news (``StateBit/abandoned``).
+    @usableFromInline
+    enum News {
+        /// The holder knew: a plain release clears it.
+        case clear
+        /// ``set(_:)`` passes it on to the next acquirer.
+        case keep
+        /// The holder `thread` is exiting: the news starts here.
+        case abandon(by: UInt64)
+    }
+
+    @usableFromInline let state = Atomic<UInt>(0)
+    /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
+    /// releasing thread on a hand-off (before the new owner resumes).
+    @usableFromInline let owner = Atomic<UInt64>(0)
+
+    // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
+    // would only add cost to every hand-off.)
+    @exclusivity(unchecked) var value: Condition
+    @exclusivity(unchecked) var head: UnsafeMutablePointer<Waiter>? = nil
+    @exclusivity(unchecked) var tail: UnsafeMutablePointer<Waiter>? = nil
+
+    // Written only by the thread that holds the lock (a plain load and store, no read-modify-write
+    // on the fast path); readable by anyone.
+    @usableFromInline let acquisitionCount = Atomic<UInt64>(0)
+    @usableFromInline let contendedCount = Atomic<UInt64>(0)
+    @usableFromInline let handOffCount = Atomic<UInt64>(0)
+    // Written by threads that do not hold the lock.
+    let futileCount = Atomic<UInt64>(0)
+    let timeoutCount = Atomic<UInt64>(0)
+    // Written under the guard (by the exiting holder, or by the fork's child hook).
+    let abandonmentCount = Atomic<UInt64>(0)
+    /// The number of the thread that died holding the lock while ``StateBit/abandoned`` is set, 0
+    /// otherwise (or when the holder that did not survive a fork had not yet recorded itself).
+    let abandoner = Atomic<UInt64>(0)
+
+    /// The name (`nil` when unnamed), kept as a C string so that `qk_condlock_name` can lend it
+    /// out until the next change.
+    let nameStorage = Lock<CString?>(nil)
+
+    /// Creates an unlocked lock whose condition is `condition`.
+    ///
+    /// - Parameters:
+    ///   - condition: the initial condition.
+    ///   - name: a name for diagnostics (see ``name``).
+    public init(condition: Condition, name: String? = nil) {
+        self.value = condition
+        if let name { self.name = name }
+        LiveConditionLocks.register(self)
+    }
+
+    deinit {
+        LockOrder.forget(self)
+        LiveConditionLocks.unregister(self)
+    }
+
+    // MARK: Acquiring
+
+    /// Acquires the lock whatever the condition, which it keeps; waits as long as needed.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    @inline(__always)
+    public func lock() throws(QueueKitError) { try lock(call: "ConditionLock.lock") }
+
+    /// ``lock()``, named `call` in reports.
+    @inlinable @inline(__always)
+    package func lock(call: StaticString) throws(QueueKitError) {
+        if _fastPath(acquireIfIdle(recording: call)) { return }
+        try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: call)
+    }
+
+    /// Acquires the lock if it is free, whatever the condition.
+    ///
+    /// - Throws: ``QueueKitError/busy`` when it is held (also by the calling thread).
+    @inline(__always)
+    public func tryLock() throws(QueueKitError) { try tryLock(call: "ConditionLock.tryLock") }
+
+    /// ``tryLock()``, named `call` in reports.
+    @inlinable @inline(__always)
+    package func tryLock(call: StaticString) throws(QueueKitError) {
+        if _fastPath(acquireIfIdle()) { return }
+        try acquire(wanted: nil, deadline: 0, isTry: true, call: call)
+    }
+
+    /// Acquires the lock whatever the condition, giving up at `deadline`.
+    ///
+    /// - Parameter deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever``
+    ///   never expires; a deadline already past tries once.
+    /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
+    ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    @inline(__always)
+    public func lock(before deadline: UInt64) throws(QueueKitError) {
+        try lock(before: deadline, call: "ConditionLock.lock")
+    }
+
+    /// ``lock(before:)-(UInt64)``, named `call` in reports.
+    @inline(__always)
+    package func lock(before deadline: UInt64, call: StaticString) throws(QueueKitError) {
+        if _fastPath(acquireIfIdle(recording: call, deadline: deadline)) { return }
+        try acquire(wanted: nil, deadline: deadline, isTry: false, call: call)
+    }
+
+    /// As ``lock(before:)-(UInt64)``, with any ``QueueKitDeadline`` (a `ContinuousClock.Instant`,
+    /// a `DispatchTime`). The timed calls come in this pair: nanoseconds, and any deadline type.
+    public func lock(before deadline: some QueueKitDeadline) throws(QueueKitError) {
+        try lock(before: deadline.monotonicDeadline)
+    }
+
+    /// Returns holding the lock with the condition equal to `condition`, waiting as long as needed.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    public func lock(whenCondition condition: Condition) throws(QueueKitError) {
+        try lock(whenCondition: condition, call: "ConditionLock.lock")
+    }
+
+    /// ``lock(whenCondition:)``, named `call` in reports.
+    package func lock(whenCondition condition: Condition, call: StaticString) throws(QueueKitError) {
+        try acquire(wanted: condition, deadline: MonotonicClock.forever, isTry: false, call: call)
+    }
+
+    /// Acquires the lock only if it is free and its condition equals `condition`.
+    ///
+    /// - Throws: ``QueueKitError/busy`` otherwise (also when the calling thread holds it).
+    public func tryLock(whenCondition condition: Condition) throws(QueueKitError) {
+        try tryLock(whenCondition: condition, call: "ConditionLock.tryLock")
+    }
+
+    /// ``tryLock(whenCondition:)``, named `call` in reports.
+    package func tryLock(whenCondition condition: Condition, call: StaticString) throws(QueueKitError) {
+        try acquire(wanted: condition, deadline: 0, isTry: true, call: call)
+    }
+
+    /// As ``lock(whenCondition:)``, giving up at `deadline`.
+    ///
+    /// - Parameters:
+    ///   - condition: the condition the lock must have when it is acquired.
+    ///   - deadline: absolute nanoseconds on ``MonotonicClock``; ``MonotonicClock/forever`` never
+    ///     expires; a deadline already past tries once.
+    /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
+    ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
+    public func lock(whenCondition condition: Condition, before deadline: UInt64) throws(QueueKitError) {
+        try lock(whenCondition: condition, before: deadline, call: "ConditionLock.lock")
+    }
+
+    /// ``lock(whenCondition:before:)-(_,UInt64)``, named `call` in reports.
+    package func lock(whenCondition condition: Condition, before deadline: UInt64, call: StaticString)
+        throws(QueueKitError)
+    {
+        try acquire(wanted: condition, deadline: deadline, isTry: false, call: call)
+    }
+
+    /// As ``lock(whenCondition:before:)-(_,UInt64)``, with any ``QueueKitDeadline``.
+    public func lock(whenCondition condition: Condition, before deadline: some QueueKitDeadline) throws(QueueKitError) {
+        try lock(whenCondition: condition, before: deadline.monotonicDeadline)
+    }
+
+    // MARK: Releasing
+
+    /// Releases the lock, keeping the condition; hands it to the first waiter that the condition
+    /// satisfies, if any.
+    ///
+    /// - Throws: ``QueueKitError/notPermitted`` (nothing changed) when the calling thread does not
+    ///   hold the lock.
+    @inlinable @inline(__always)
+    public func unlock() throws(QueueKitError) {
+        try relinquish()
+        if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
+            return
+        }
+        release(setting: nil, news: .clear)
+    }
+
+    /// Sets the condition and releases the lock in one step: no thread sees the lock free with the
+    /// old condition. Wakes only the first waiter that the new state satisfies.
+    ///
+    /// - Throws: ``QueueKitError/notPermitted`` (nothing changed) when the calling thread does not
+    ///   hold the lock.
+    public func unlock(withCondition condition: Condition) throws(QueueKitError) {
+        try relinquish()
+        release(setting: condition, news: .clear)
+    }
+
+    /// Acquires the lock, then ``unlock(withCondition:)``: sets the condition from a thread that
+    /// does not hold the lock, waking a waiter for it. This is how a chain of tasks starts (the
+    /// first task of a chain), without unlocking a lock nobody holds.
+    ///
+    /// On an abandoned lock it succeeds and leaves ``previousOwnerDied`` for the next acquirer.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread holds the lock (use
+    ///   ``unlock(withCondition:)``).
+    public func set(_ condition: Condition) throws(QueueKitError) { try set(condition, call: "ConditionLock.set") }
+
+    /// ``set(_:)``, named `call` in reports.
+    package func set(_ condition: Condition, call: StaticString) throws(QueueKitError) {
+        if !acquireIfIdle(recording: call) {
+            try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: call)
+        }
+        try relinquish()
+        release(setting: condition, news: .keep)
+    }
+}

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+// MARK: fork()
+
+extension DBQueue {
+    /// In a forked child: the first call after the fork adopts the queue's state as the fork left
+    /// it (one thread does, the others wait for it); then `notRecoverable` when the fork left it
+    /// unusable.
+    @inline(never)
+    @usableFromInline package func checkFork() throws(QueueKitError) {
+        let generation = Fork.generation
+        var seen = forkGeneration.load(ordering: .acquiring)
+        while seen != generation {
+            if seen != Self.adoptingFork,
+                forkGeneration.compareExchange(
+                    expected: seen, desired: Self.adoptingFork, ordering: .acquiringAndReleasing
+                ).exchanged
+            {
+                adoptFork()
+                forkGeneration.store(generation, ordering: .releasing)
+                break
+            }
+            sched_yield()
+            seen = forkGeneration.load(ordering: .acquiring)
+        }
+        if brokenByFork.load(ordering: .relaxed) { throw .notRecoverable }
+    }
+
+    /// The threads that were inside the queue, waiting for it or running its writes at the fork
+    /// are gone: forget them. The queue stays usable when no write was running, pending or
+    /// waiting; otherwise the pending writes are dropped (they never run here) and the queue is
+    /// marked unusable. A lane lock still held at the fork (by a thread in the middle of handing
+    /// the queue on) means the same.
+    func adoptFork() {
+        let hold = ExecutionContext.hold(of: queue)
+        let usable = lane.withLockIfAvailable { lane -> Bool in
+            let current = state.load(ordering: .acquiring)
+            let writing = current & Bits.writer != 0 && hold != .exclusive
+            let quiet =
+                !writing && Bits.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
+            lane.waiters.removeAll()
+            lane.dueCount = 0
+            nextTarget.store(.max, ordering: .relaxed)
+            drainer.store(Self.drainerIdle, ordering: .relaxed)
+            // Only this thread's own read or write survives, and it will end as usual.
+            state.store(
+                hold == .exclusive ? Bits.writer : hold == .shared ? Bits.oneReader : 0, ordering: .releasing)
+            return quiet
+        }
+        if usable != true { brokenByFork.store(true, ordering: .relaxed) }
+        // A lane lock held by a thread that is gone can never be destroyed (that would trap):
+        // such a queue is never freed in this process.
+        if usable == nil { _ = Unmanaged.passRetained(self) }
+    }
+}

@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+/// A dispatch queue that knows its identity: the core of QueueKit's queue-identity registry.
+///
+/// Every `Queue` is registered from birth, so ``Queue/current``, ``isCurrent`` and ``check(_:)``
+/// answer for it with no extra step, through target hierarchies and through `sync` hops.
+/// `sync`, `barrierSync` and `perform` never crash or hang on a queue the calling thread already
+/// holds: they throw ``QueueKitError/wouldDeadlock`` (or run inline, where that is what the caller
+/// meant) instead.
+///
+/// In a forked child, whose dispatch threads are gone, every submission (`async`, `sync`,
+/// `barrierAsync`, `barrierSync`, `perform`) throws ``QueueKitError/notRecoverable`` at once and
+/// runs nothing; the identity members keep working.
+///
+/// Thread safety: every member may be called from any thread.
+public final class Queue: @unchecked Sendable {
+    /// How a queue runs its blocks.
+    public enum Kind: Int32, Sendable {
+        /// One block at a time, in order.
+        case serial = 0
+        /// Many blocks at once; barrier blocks run alone.
+        case concurrent = 1
+    }
+
+    /// The quality-of-service classes of the global queues, lowest first.
+    public enum QoS: Int32, Sendable, CaseIterable {
+        case background = 0
+        case utility, `default`, userInitiated, userInteractive
+
+        var dispatchClass: DispatchQoS.QoSClass {
+            switch self {
+            case .background: .background
+            case .utility: .utility
+            case .default: .default
+            case .userInitiated: .userInitiated
+            case .userInteractive: .userInteractive
+            }
+        }
+    }
+
+    /// What ``check(_:)`` verifies about the calling thread (dispatch's `DispatchPredicate`).
+    public enum Predicate: Int32, Sendable {
+        /// The thread runs a block of the queue, here or further out (a block waiting in a `sync`).
+        case onQueue = 0
+        /// The thread runs the queue exclusively: a serial queue's block or a barrier block.
+        case onQueueAsBarrier = 1
+        /// The thread runs no block of the queue.
+        case notOnQueue = 2
+    }
+
+    /// The queue's kind.
+    public let kind: Kind
+    /// The queue this one's blocks run on, if it was created with one.
+    public let target: Queue?
+    /// `target` without reference counting, for the walks on hot paths (`target` keeps it alive).
+    @usableFromInline let parent: Unmanaged<Queue>?
+    /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
+    /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
+    let dispatchQueue: DispatchQueue?
+    /// Main and global queues live forever: retain and release are no-ops on them.
+    package let isImmortal: Bool
+    /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
+    package let cLabel: CString
+    let specifics = Specifics()
+    /// Barriers submitted through QueueKit to this concurrent queue, and how many of them have
+    /// finished: the deadlock detector's view of "a barrier is pending or running", which a plain
+    /// `sync` may be queued behind. Submissions count before dispatch sees them, so no `sync` that
+    /// dispatch queues behind a barrier is missed.
+    let barriersSubmitted = Atomic<UInt64>(0)
+    let barriersFinished = Atomic<UInt64>(0)
+
+    /// Whether a barrier submitted through QueueKit has not finished yet.
+    var hasUnfinishedBarrier: Bool {
+        let finished = barriersFinished.load(ordering: .sequentiallyConsistent)
+        return finished < barriersSubmitted.load(ordering: .sequentiallyConsistent)
+    }
+
+    @inlinable @inline(__always) var isSerial: Bool { kind == .serial }
+
+    /// Whether a barrier flag means anything on this queue. The global (root) queues have no
+    /// barriers: dispatch runs a barrier block submitted to one as an ordinary block, so such a
+    /// block does not hold the queue exclusively and a `barrierSync` onto one is a plain `sync`.
+    @inline(__always) var honoursBarriers: Bool { !(isImmortal && kind == .concurrent) }
+
+    /// The queue's label ("" when anonymous).
+    public var label: String { cLabel.string }
+
+    /// Creates a queue. A `target` makes its blocks run on that queue.
+    ///
+    /// - Throws: ``QueueKitError/invalidArgument`` when `target` stands for identity only;
+    ///   ``QueueKitError/outOfMemory``.
+    public convenience init(label: String? = nil, kind: Kind = .serial, target: Queue? = nil) throws(QueueKitError) {
+        if let target, target.dispatchQueue == nil { throw .invalidArgument }
+        let dispatchQueue = DispatchQueue(
+            label: label ?? "",
+            attributes: kind == .concurrent ? .concurrent : [],
+            target: target?.dispatchQueue
+        )
+        try self.init(dispatchQueue: dispatchQueue, label: label ?? "", kind: kind, target: target, immortal: false)
+    }
+
+    init(dispatchQueue: DispatchQueue?, label: String, kind: Kind, target: Queue?, immortal: Bool) throws(QueueKitError)
+    {
+        guard let copy = CString(label) else { throw .outOfMemory }
+        self.cLabel = copy
+        self.kind = kind
+        self.target = target
+        self.parent = target.map { Unmanaged.passUnretained($0) }
+        self.dispatchQueue = dispatchQueue
+        self.isImmortal = immortal
+    }
+
+    /// A queue that stands for something else in identity checks (a DB queue): blocks can be
+    /// "run on it" only by its owner; submitting work to it is ``QueueKitError/invalidArgument``.
+    static func identity(label: String, kind: Kind) throws(QueueKitError) -> Queue {
+        try Queue(dispatchQueue: nil, label: label, kind: kind, target: nil, immortal: false)
+    }
+
+    deinit {
+        LockOrder.forget(self)
+        ThreadSanitizer.destroying(self)
+        specifics.destroyAll()
+    }
+
+    // MARK: System queues
+
+    /// The main queue. On the main thread outside any block it is the current queue (until
+    /// `qk_main` hands the main thread over to dispatch).
+    public static let main: Queue = {
+        let main = DispatchQueue.main
+        return try! Queue(dispatchQueue: main, label: main.label, kind: .serial, target: nil, immortal: true)
+    }()
+
+    private static let globals: [Queue] = QoS.allCases.map { qos in
+        let global = DispatchQueue.global(qos: qos.dispatchClass)
+        return try! Queue(dispatchQueue: global, label: global.label, kind: .concurrent, target: nil, immortal: true)
+    }
+
+    /// The global concurrent queue of a QoS class.
+    public static func global(qos: QoS = .default) -> Queue { globals[Int(qos.rawValue)] }
+
+    /// The frame that stands for the main thread being on the main queue outside any block.
+    nonisolated(unsafe) static let mainThreadFrame: UnsafePointer<ExecutionFrame> = {
+        let frame = UnsafeMutablePointer<ExecutionFrame>.allocate(capacity: 1)
+        frame.initialize(to: ExecutionFrame(queue: Queue.main, isExclusive: true, outer: nil))
+        return UnsafePointer(frame)
+    }()
+
+    // MARK: Submitting work
+
+    /// Submits `work` to run later; returns at once.
+    public func async(_ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
+        try submit(barrier: false, work)
+    }
+
+    /// Submits `work` as a barrier: on a concurrent queue it runs alone after the blocks before it.
+    public func barrierAsync(_ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
+        try submit(barrier: true, work)
+    }
+
+    /// Runs `work` on the queue and waits for it, with dispatch's ordering.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread
+    ///   holds the queue exclusively, or a queue it targets exclusively, or runs a block of a
+    ///   concurrent queue it targets (where dispatch would wait behind a pending barrier), here
+    ///   or further out through `sync` hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
+    ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
+    ///   runs inline: it can never wait behind a pending barrier.
+    public func sync<R>(_ work: () throws -> R) throws -> R {
+        try run(syncRoute(barrier: false, call: "Queue.sync"), work)
+    }
+
+    /// Runs `work` as a barrier and waits for it.
+    ///
+    /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread runs
+    ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
+    public func barrierSync<R>(_ work: () throws -> R) throws -> R {
+        try run(syncRoute(barrier: true, call: "Queue.barrierSync"), work)
+    }
+
+    /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
+    /// `check(.onQueue)` holds), otherwise as ``sync(_:)``. It never deadlocks on the queue itself.
+    public func perform<R>(_ work: () throws -> R) throws -> R {
+        try run(performRoute(call: "Queue.perform"), work)
+    }
+
+    /// The shared core of `async` and `barrierAsync`.
+    package func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
+        guard let dispatchQueue else { throw .invalidArgument }
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        let barrier = barrier && honoursBarriers
+        let exclusive = barrier || isSerial
+        let countsBarrier = barrier && !isSerial
+        if countsBarrier { LockOrder.writing(self, call: "qk_queue_barrier_async") }
+        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let work = ThreadSanitizer.handOff(work)
+        dispatchQueue.async(flags: barrier ? .barrier : []) {
+            ThreadSanitizer.holding(self, exclusive: exclusive) {
+                ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
+            }
+            if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
+        }
+    }
+
+    /// How a synchronous call reaches the queue, decided before anything runs.
+    package struct SyncRoute {
+        /// The calling thread's innermost frame: the caller of the new block.
+        let caller: UnsafePointer<ExecutionFrame>?
+        /// `work` runs inline (the thread already holds the queue) rather than through dispatch.
+        let isInline: Bool
+        /// The block holds the queue alone.
+        let isExclusive: Bool
+        /// The dispatch round trip is a barrier.
+        let isBarrier: Bool
+        /// The thread whose published wait the block withdraws when it starts (routes through
+        /// dispatch only).
+        var waiter: Unmanaged<ThreadRecord>? = nil
+        /// The round trip is a barrier on a concurrent queue, counted in `barriersSubmitted`.
+        var countsBarrier = false
+    }
+
+    /// The deadlock checks of `sync` and `barrierSync`: how the call reaches the queue.
+    ///
+    /// What the calling chain already holds decides, before dispatch is asked:
+    /// - this queue exclusively: nothing could ever start here, `wouldDeadlock`;
+    /// - this queue shared (a non-barrier block of it, or of a queue that targets it): a barrier
+    ///   would wait for ourselves (`wouldDeadlock`); a plain sync runs inline, as the reader the
+    ///   thread already is, so it can never queue behind a pending barrier;
+    /// - one of this queue's targets exclusively, or shared when that target honours barriers:
+    ///   dispatch's sync must acquire every target on the way down, and would wait forever for the
+    ///   one we hold exclusively, or behind a barrier pending on the one we share
+    ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
+    ///
+    /// A route through dispatch has then published the wait for the cross-thread deadlock
+    /// detector (`WaitRegistry`), or thrown `wouldDeadlock` (nothing submitted) because the wait
+    /// would close a ring of waiting threads: pass it to `run` at once, whose block wrapper
+    /// withdraws the wait as soon as the block starts, on whichever thread runs it. `call` names
+    /// the call in reports.
+    @inline(__always)
+    package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
+        guard dispatchQueue != nil else { throw .invalidArgument }
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        let barrier = barrier && honoursBarriers
+        let caller = ExecutionContext.innermost
+        if caller != nil {
+            switch ExecutionContext.hold(of: self, from: caller) {
+            case .exclusive:
+                throw .wouldDeadlock
+            case .shared:
+                if barrier { throw .wouldDeadlock }
+                return SyncRoute(caller: caller, isInline: true, isExclusive: false, isBarrier: false)
+            case .none:
+                var ancestor = target
+                while let held = ancestor {
+                    switch ExecutionContext.hold(of: held, from: caller) {
+                    case .exclusive: throw .wouldDeadlock
+                    case .shared where held.honoursBarriers: throw .wouldDeadlock
+                    case .shared, .none: break
+                    }
+                    ancestor = held.target
+                }
+            }
+        }
+        let countsBarrier = barrier && !isSerial
+        guard LockOrder.willSync(onto: self, barrier: barrier, call: call) else { throw .wouldDeadlock }
+        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let record = ThreadRecord.current
+        let refusal = WaitRegistry.enter(
+            record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
+        ) { wait in
+            wait.call = call
+            wait.kind = barrier ? .queueBarrierSync : .queueSync
+            wait.queue = Unmanaged.passUnretained(self)
+            wait.lock = nil
+            wait.detail = nil
+            wait.deadline = MonotonicClock.forever
+            wait.frame = caller
+        }
+        if let refusal {
+            if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
+            WaitRegistry.deliver(refusal)
+            throw .wouldDeadlock
+        }
+        return SyncRoute(
+            caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
+            waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
+    }
+
+    /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
+    @inline(__always)
+    package func performRoute(call: StaticString) throws(QueueKitError) -> SyncRoute {
+        guard dispatchQueue != nil else { throw .invalidArgument }
+        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        let caller = ExecutionContext.innermost
+        let hold = ExecutionContext.hold(of: self, from: caller)
+        if hold != .none {
+            return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false)
+        }
+        return try syncRoute(barrier: false, call: call)
+    }
+
+    /// Runs `work` the way `route` says, inside a frame whose caller is the route's, and waits.
+    @inline(__always)
+    package func run<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
+        if route.isInline {
+            return try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, work)
+        }
+        return try roundTrip(route, work)
+    }
+
+    /// The dispatch round trip of a `sync`. Dispatch's `sync` rethrows untyped, so the typed
+    /// outcome crosses it in a `Result`.
+    private func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
+        var outcome: Result<R, E>?
+        withoutActuallyEscaping(work) { work in
+            let box = UncheckedSendable(work)
+            dispatchQueue!.sync(flags: route.isBarrier ? .barrier : []) {
+                if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
+                ThreadSanitizer.holding(self, exclusive: route.isExclusive) {
+                    outcome = Result { () throws(E) -> R in
+                        try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
+                    }
+                }
+                if route.countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
+            }
+        }
+        return try outcome!.get()
+    }
+
+    // MARK: Identity
+
+    /// The innermost queue whose block the calling thread runs (inside a queue that targets another,
+    /// the inner one); on the main thread outside any block, ``main``; elsewhere `nil`.
+    public static var current: Queue? { ExecutionContext.innermost?.pointee.queue }
+
+    /// The label of ``current``, or `nil` outside any queue.
+    public static var currentLabel: String? { current?.label }
+
+    /// Whether this queue is the current queue or one of its targets.
+    public var isCurrent: Bool {
+        guard let frame = ExecutionContext.innermost else { return false }
+        let wanted = Unmanaged.passUnretained(self).toOpaque()
+        var candidate: Unmanaged<Queue>? = frame.pointee.running
+        while let queue = candidate {
+            if queue.toOpaque() == wanted { return true }
+            candidate = queue._withUnsafeGuaranteedRef { $0.parent }
+        }
+        return false
+    }
+
+    /// Whether `predicate` holds for the calling thread, as `dispatch_assert_queue` sees it: also
+    /// when the queue is held further out, by a block waiting in a `sync` on another queue.
+    public func check(_ predicate: Predicate) -> Bool {
+        let hold = ExecutionContext.hold(of: self)
+        switch predicate {
+        case .onQueue: return hold != .none
+        case .onQueueAsBarrier: return hold == .exclusive
+        case .notOnQueue: return hold == .none
+        }
+    }
+
+    /// Aborts with one line naming the expected and the current queue unless `predicate` holds.
+    public func precondition(_ predicate: Predicate) {
+        guard !check(predicate) else { return }
+        // The current queue alone can mislead (a reader of the very queue that had to be held as a
+        // barrier, or a queue held further out): say how the thread holds the expected one.
+        let held =
+            switch ExecutionContext.hold(of: self) {
+            case .none: "the thread runs no block of '\(label)'"
+            case .shared: "the thread runs '\(label)' shared, not as a barrier"
+            case .exclusive: "the thread runs '\(label)' exclusively"
+            }
+        Queue.preconditionFailure(expected: "\(predicate.phrase) '\(label)'", held: held)
+    }
+
+    package static func preconditionFailure(expected: String, held: String? = nil) -> Never {
+        let current = Queue.current.map { "'\($0.label)'" } ?? "no queue"
+        let detail = held.map { " (\($0))" } ?? ""
+        qkshim_fatal(
+            "QueueKit precondition failed: expected to be \(expected), but the current queue is \(current)\(detail)")
+    }
+}
+
+extension Queue.Predicate {
+    var phrase: String {
+        switch self {
+        case .onQueue: "on queue"
+        case .onQueueAsBarrier: "on queue as barrier"
+        case .notOnQueue: "not on queue"
+        }
+    }
+}
+
+extension Queue {
+    /// Hands the process to dispatch to run the main queue (`dispatchMain`); never returns. Call it
+    /// on the main thread. From then on the main thread no longer counts as being on the main
+    /// queue outside its blocks; the main queue's blocks run one at a time (on Linux, dispatch
+    /// drains it on a worker thread). The main thread ends as with `pthread_exit`: the condition
+    /// locks it holds are abandoned. In a forked child (no dispatch threads) it aborts with one line.
+    public static func runMain() -> Never {
+        if Fork.isChild {
+            qkshim_fatal(
+                "QueueKit: qk_main() called in a forked child: dispatch cannot run there (exec, or do not call it)")
+        }
+        ExecutionContext.releaseMainThread()
+        dispatchMain()
+    }
+}

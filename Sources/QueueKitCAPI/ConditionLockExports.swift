@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
+import CQueueKit
+import Glibc
+import QueueKit
+
+// Section 3 of the C API: the condition lock. A `qk_condlock_t *` is a `ConditionLock<Int>`
+// (`intptr_t` is `Int`). Argument checks and conversions only; the behaviour is the Swift type's.
+
+/// The Swift type behind `qk_condlock_t`.
+typealias CConditionLock = ConditionLock<Int>
+
+@inline(__always)
+private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
+    Handle.status(lock, as: CConditionLock.self, body)
+}
+
+/// An acquisition's status: `EOWNERDEAD` instead of 0 when the lock's previous holder died
+/// holding it (the lock is held either way; the Swift call succeeds and says so in
+/// `previousOwnerDied`). The check is a load after the call, outside its closure, so that the
+/// uncontended path stays inlined.
+@inline(__always)
+private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32
+{
+    let status = condlockStatus(lock, body)
+    guard status == 0, let lock else { return status }
+    // `condlockStatus` checked the handle's type.
+    let ownerDied = Unmanaged<CConditionLock>.fromOpaque(UnsafeRawPointer(lock))._withUnsafeGuaranteedRef {
+        $0.previousOwnerDied
+    }
+    return ownerDied ? EOWNERDEAD : 0
+}
+
+@_cdecl("qk_condlock_create") @implementation
+public func qk_condlock_create(_ condition: Int) -> OpaquePointer? {
+    Handle.created { CConditionLock(condition: condition) }
+}
+
+@_cdecl("qk_condlock_destroy") @implementation
+public func qk_condlock_destroy(_ lock: OpaquePointer?) -> Int32 {
+    guard let lock else { return EINVAL }
+    let status = condlockStatus(lock) { lock throws(QueueKitError) in
+        guard lock.retireIfIdle() else { throw .busy }
+    }
+    if status == 0 { Handle.release(lock, as: CConditionLock.self) }
+    return status
+}
+
+@_cdecl("qk_condlock_lock") @implementation
+public func qk_condlock_lock(_ lock: OpaquePointer?) -> Int32 {
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(call: "qk_condlock_lock") }
+}
+
+@_cdecl("qk_condlock_trylock") @implementation
+public func qk_condlock_trylock(_ lock: OpaquePointer?) -> Int32 {
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.tryLock(call: "qk_condlock_trylock") }
+}
+
+@_cdecl("qk_condlock_lock_until") @implementation
+public func qk_condlock_lock_until(_ lock: OpaquePointer?, _ deadline: UInt64) -> Int32 {
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.lock(before: deadline, call: "qk_condlock_lock_until")
+    }
+}
+
+@_cdecl("qk_condlock_lock_when") @implementation
+public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.lock(whenCondition: condition, call: "qk_condlock_lock_when")
+    }
+}
+
+@_cdecl("qk_condlock_trylock_when") @implementation
+public func qk_condlock_trylock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.tryLock(whenCondition: condition, call: "qk_condlock_trylock_when")
+    }
+}
+
+@_cdecl("qk_condlock_lock_when_until") @implementation
+public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int, _ deadline: UInt64) -> Int32 {
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try lock.lock(whenCondition: condition, before: deadline, call: "qk_condlock_lock_when_until")
+    }
+}
+
+@_cdecl("qk_condlock_unlock") @implementation
+public func qk_condlock_unlock(_ lock: OpaquePointer?) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock() }
+}
+
+@_cdecl("qk_condlock_unlock_with") @implementation
+public func qk_condlock_unlock_with(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock(withCondition: condition) }
+}
+
+@_cdecl("qk_condlock_set") @implementation
+public func qk_condlock_set(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.set(condition, call: "qk_condlock_set") }
+}
+
+@_cdecl("qk_condlock_condition") @implementation
+public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.condition }
+}
+
+@_cdecl("qk_condlock_set_name") @implementation
+public func qk_condlock_set_name(_ lock: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.setName(copying: name) }
+}
+
+@_cdecl("qk_condlock_name") @implementation
+public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: CString.empty) { $0.cName }
+}
+
+@_cdecl("qk_condlock_get_stats") @implementation
+public func qk_condlock_get_stats(_ lock: OpaquePointer?, _ stats: UnsafeMutablePointer<qk_condlock_stats_t>?) -> Int32
+{
+    guard let stats else { return EINVAL }
+    return condlockStatus(lock) { lock throws(QueueKitError) in
+        // size_t arrives as Int: read it unsigned, or a huge size (SIZE_MAX) would be negative.
+        let size = UInt(bitPattern: stats.pointee.size)
+        guard size >= StatsField.acquisitions.end else { throw .invalidArgument }
+        let snapshot = lock.stats
+        let values: [(StatsField, UInt64)] = [
+            (.acquisitions, snapshot.acquisitions), (.contended, snapshot.contended),
+            (.wakeups, snapshot.wakeups), (.futileWakeups, snapshot.futileWakeups),
+            (.timeouts, snapshot.timeouts), (.abandonments, snapshot.abandonments),
+        ]
+        let base = UnsafeMutableRawPointer(stats)
+        for (field, value) in values where size >= field.end {
+            base.storeBytes(of: value, toByteOffset: field.offset, as: UInt64.self)
+        }
+    }
+}
+
+/// The counters of `qk_condlock_stats_t` by position, so a caller compiled against an older,
+/// shorter struct gets only the fields it has room for.
+private enum StatsField {
+    case acquisitions, contended, wakeups, futileWakeups, timeouts, abandonments
+
+    var offset: Int {
+        switch self {
+        case .acquisitions: MemoryLayout<qk_condlock_stats_t>.offset(of: \.acquisitions)!
+        case .contended: MemoryLayout<qk_condlock_stats_t>.offset(of: \.contended)!
+        case .wakeups: MemoryLayout<qk_condlock_stats_t>.offset(of: \.wakeups)!
+        case .futileWakeups: MemoryLayout<qk_condlock_stats_t>.offset(of: \.futile_wakeups)!
+        case .timeouts: MemoryLayout<qk_condlock_stats_t>.offset(of: \.timeouts)!
+        case .abandonments: MemoryLayout<qk_condlock_stats_t>.offset(of: \.abandonments)!
+        }
+    }
+
+    /// The smallest `size` that holds the field.
+    var end: UInt { UInt(offset + MemoryLayout<UInt64>.size) }
+}

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
+import CQueueKit
+import Glibc
+import QueueKit
+
+// Section 2 of the C API: the reentrant DB queue. Argument checks and conversions only; the
+// behaviour is `DBQueue`'s.
+
+@_cdecl("qk_dbqueue_create") @implementation
+public func qk_dbqueue_create(_ label: UnsafePointer<CChar>?) -> OpaquePointer? {
+    Handle.created { () throws(QueueKitError) in try DBQueue(label: label.map { String(cString: $0) }) }
+}
+
+@_cdecl("qk_dbqueue_destroy") @implementation
+public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
+    let result = Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        try db.quiesce(call: "qk_dbqueue_destroy")
+    }
+    if result == 0, let db { Handle.release(db, as: DBQueue.self) }
+    return result
+}
+
+@_cdecl("qk_dbqueue_read") @implementation
+public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
+{
+    guard let work else { return EINVAL }
+    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        if _slowPath(Fork.isChild) { try db.checkFork() }
+        try db.withAccess(db.enterRead(call: "qk_dbqueue_read")) { work(context) }
+    }
+}
+
+@_cdecl("qk_dbqueue_write") @implementation
+public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
+{
+    guard let work else { return EINVAL }
+    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        try db.withAccess(db.enterWrite(call: "qk_dbqueue_write")) { work(context) }
+    }
+}
+
+@_cdecl("qk_dbqueue_write_async") @implementation
+public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
+    guard let work else { return EINVAL }
+    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        try db.writeAsync(CWork(context: context, function: work))
+    }
+}
+
+@_cdecl("qk_dbqueue_flush") @implementation
+public func qk_dbqueue_flush(_ db: OpaquePointer?) -> Int32 {
+    Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in try db.flush(call: "qk_dbqueue_flush") }
+}
+
+@_cdecl("qk_dbqueue_queue") @implementation
+public func qk_dbqueue_queue(_ db: OpaquePointer?) -> OpaquePointer? {
+    guard let db, Handle.isTagged(db, as: DBQueue.self) else { return Handle.failure(EINVAL) }
+    return Handle.borrow(db, as: DBQueue.self, otherwise: nil) { Handle.unretained($0.queue) }
+}

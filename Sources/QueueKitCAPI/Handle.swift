@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Glibc
+import QueueKit
+
+/// The C handles: each `qk_*_t *` is the address of the Swift object itself.
+///
+/// The object's first word is its class's metadata, which serves as the handle's type tag: a
+/// handle of another QueueKit type (or of a destroyed object whose memory was reused by another
+/// type) is refused with `EINVAL` before anything is dereferenced further. Calls borrow the object
+/// without touching its reference count, so the hot paths stay free of atomic traffic.
+enum Handle {
+    /// The object behind `handle` when it is of type `T`.
+    @inline(__always)
+    static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R
+    {
+        guard let handle, isTagged(handle, as: type) else { return otherwise }
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
+        return Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
+    }
+
+    /// As `borrow`, for calls that return a status: `EINVAL` for a wrong handle, 0 when `body`
+    /// returns, the ``QueueKitError``'s code when it throws. The one place where an error becomes
+    /// a C status.
+    @inline(__always)
+    static func status<T: AnyObject>(
+        _ handle: OpaquePointer?, as type: T.Type, _ body: (T) throws(QueueKitError) -> Void
+    ) -> Int32 {
+        borrow(handle, as: type, otherwise: EINVAL) { object in
+            do throws(QueueKitError) {
+                try body(object)
+                return 0
+            } catch {
+                return error.rawValue
+            }
+        }
+    }
+
+    @inline(__always)
+    static func isTagged<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) -> Bool {
+        UnsafeRawPointer(handle).loadUnaligned(as: UInt.self)
+            == UInt(bitPattern: unsafeBitCast(type, to: UnsafeRawPointer.self))
+    }
+
+    /// A handle that owns one reference to the object `make` creates (a constructor's result), or
+    /// `NULL` with `errno` set to the error it throws.
+    @inline(__always)
+    static func created<T: AnyObject>(_ make: () throws(QueueKitError) -> T) -> OpaquePointer? {
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
+        do throws(QueueKitError) {
+            return retained(try make())
+        } catch {
+            return failure(error.rawValue)
+        }
+    }
+
+    /// A handle that owns one reference to `object`.
+    static func retained<T: AnyObject>(_ object: T) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passRetained(object).toOpaque())
+    }
+
+    /// A borrowed handle to `object`.
+    static func unretained<T: AnyObject>(_ object: T) -> OpaquePointer {
+        OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
+    }
+
+    /// Gives up the reference a `retained` handle owns.
+    static func release<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) {
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
+        Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle)).release()
+    }
+
+    /// A constructor's failure: `NULL` with `errno` set.
+    static func failure(_ code: Int32) -> OpaquePointer? {
+        errno = code
+        return nil
+    }
+}

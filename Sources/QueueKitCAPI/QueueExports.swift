@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+// (the exports carry the C names of include/queuekit.h)
+
+import CQueueKit
+import Glibc
+import QueueKit
+import QueueKitShim
+
+// Section 1 of the C API: the queue-identity registry. Argument checks and conversions only;
+// the behaviour is `Queue`'s.
+
+@inline(__always)
+private func queueStatus(_ queue: OpaquePointer?, _ body: (Queue) throws(QueueKitError) -> Void) -> Int32 {
+    Handle.status(queue, as: Queue.self, body)
+}
+
+@_cdecl("qk_queue_create") @implementation
+public func qk_queue_create(_ label: UnsafePointer<CChar>?, _ kind: qk_queue_kind_t) -> OpaquePointer? {
+    qk_queue_create_with_target(label, kind, nil)
+}
+
+@_cdecl("qk_queue_create_with_target") @implementation
+public func qk_queue_create_with_target(
+    _ label: UnsafePointer<CChar>?, _ kind: qk_queue_kind_t, _ target: OpaquePointer?
+) -> OpaquePointer? {
+    guard let kind = Queue.Kind(rawValue: Int32(bitPattern: kind.rawValue)) else { return Handle.failure(EINVAL) }
+    var targetQueue: Queue?
+    if let target {
+        guard Handle.isTagged(target, as: Queue.self) else { return Handle.failure(EINVAL) }
+        targetQueue = Unmanaged<Queue>.fromOpaque(UnsafeRawPointer(target)).takeUnretainedValue()
+    }
+    return Handle.created { () throws(QueueKitError) in
+        try Queue(label: label.map { String(cString: $0) }, kind: kind, target: targetQueue)
+    }
+}
+
+@_cdecl("qk_queue_main") @implementation
+public func qk_queue_main() -> OpaquePointer? {
+    Handle.unretained(Queue.main)
+}
+
+@_cdecl("qk_queue_global") @implementation
+public func qk_queue_global(_ qos: qk_qos_t) -> OpaquePointer? {
+    guard let qos = Queue.QoS(rawValue: Int32(bitPattern: qos.rawValue)) else { return Handle.failure(EINVAL) }
+    return Handle.unretained(Queue.global(qos: qos))
+}
+
+@_cdecl("qk_queue_retain") @implementation
+public func qk_queue_retain(_ queue: OpaquePointer?) -> OpaquePointer? {
+    Handle.borrow(queue, as: Queue.self, otherwise: ()) { queue in
+        if !queue.isImmortal { _ = Unmanaged.passUnretained(queue).retain() }
+    }
+    return queue
+}
+
+@_cdecl("qk_queue_release") @implementation
+public func qk_queue_release(_ queue: OpaquePointer?) {
+    guard let queue, Handle.isTagged(queue, as: Queue.self) else { return }
+    let isImmortal = Handle.borrow(queue, as: Queue.self, otherwise: true) { $0.isImmortal }
+    if !isImmortal { Handle.release(queue, as: Queue.self) }
+}
+
+@_cdecl("qk_queue_label") @implementation
+public func qk_queue_label(_ queue: OpaquePointer?) -> UnsafePointer<CChar>? {
+    Handle.borrow(queue, as: Queue.self, otherwise: CString.empty) { $0.cLabel.pointer }
+}
+
+@_cdecl("qk_queue_async") @implementation
+public func qk_queue_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
+    guard let work else { return EINVAL }
+    let job = CWork(context: context, function: work)
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: false) { job() } }
+}
+
+@_cdecl("qk_queue_barrier_async") @implementation
+public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
+    guard let work else { return EINVAL }
+    let job = CWork(context: context, function: work)
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: true) { job() } }
+}
+
+@_cdecl("qk_queue_sync") @implementation
+public func qk_queue_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
+{
+    guard let work else { return EINVAL }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.run(queue.syncRoute(barrier: false, call: "qk_queue_sync")) { work(context) }
+    }
+}
+
+@_cdecl("qk_queue_barrier_sync") @implementation
+public func qk_queue_barrier_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
+    guard let work else { return EINVAL }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.run(queue.syncRoute(barrier: true, call: "qk_queue_barrier_sync")) { work(context) }
+    }
+}
+
+@_cdecl("qk_queue_perform") @implementation
+public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?)
+    -> Int32
+{
+    guard let work else { return EINVAL }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.run(queue.performRoute(call: "qk_queue_perform")) { work(context) }
+    }
+}
+
+@_cdecl("qk_queue_current") @implementation
+public func qk_queue_current() -> OpaquePointer? {
+    ExecutionContext.currentQueue.map { Handle.unretained($0) }
+}
+
+@_cdecl("qk_queue_is_current") @implementation
+public func qk_queue_is_current(_ queue: OpaquePointer?) -> Bool {
+    Handle.borrow(queue, as: Queue.self, otherwise: false) { $0.isCurrent }
+}
+
+@_cdecl("qk_queue_copy_current_label") @implementation
+public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
+    let label = ExecutionContext.currentQueue.map { $0.cLabel.pointer } ?? CString.empty
+    // A NULL buffer only measures, whatever `size` says: misuse must not crash. `size` is a
+    // size_t: read it unsigned (SIZE_MAX arrives as -1).
+    guard let buffer, UInt(bitPattern: size) != 0 else { return strlen(label) }
+    return qkshim_strlcpy(buffer, label, size)
+}
+
+@_cdecl("qk_queue_check") @implementation
+public func qk_queue_check(_ queue: OpaquePointer?, _ predicate: qk_predicate_t) -> Int32 {
+    guard let predicate = Queue.Predicate(rawValue: Int32(bitPattern: predicate.rawValue)) else { return EINVAL }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        guard queue.check(predicate) else { throw .notPermitted }
+    }
+}
+
+@_cdecl("qk_queue_precondition") @implementation
+public func qk_queue_precondition(_ queue: OpaquePointer?, _ predicate: qk_predicate_t) {
+    guard let predicate = Queue.Predicate(rawValue: Int32(bitPattern: predicate.rawValue)) else {
+        Queue.preconditionFailure(expected: "given a valid qk_predicate_t (got \(predicate.rawValue))")
+    }
+    guard let queue, Handle.isTagged(queue, as: Queue.self) else {
+        Queue.preconditionFailure(expected: "given a valid qk_queue_t (got \(queue.map { "\($0)" } ?? "NULL"))")
+    }
+    Handle.borrow(queue, as: Queue.self, otherwise: ()) { $0.precondition(predicate) }
+}
+
+@_cdecl("qk_queue_set_specific") @implementation
+public func qk_queue_set_specific(
+    _ queue: OpaquePointer?, _ key: UnsafeRawPointer?, _ value: UnsafeMutableRawPointer?, _ destructor: qk_function_t?
+) -> Int32 {
+    guard let key else { return EINVAL }
+    return queueStatus(queue) { $0.setSpecific(key: key, value: value, destructor: destructor) }
+}
+
+@_cdecl("qk_queue_get_specific") @implementation
+public func qk_queue_get_specific(_ queue: OpaquePointer?, _ key: UnsafeRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let key else { return nil }
+    return Handle.borrow(queue, as: Queue.self, otherwise: nil) { $0.getSpecific(key: key) }
+}
+
+@_cdecl("qk_get_specific") @implementation
+public func qk_get_specific(_ key: UnsafeRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let key else { return nil }
+    return Queue.getSpecific(key: key)
+}
+
+@_cdecl("qk_main") @implementation
+public func qk_main() -> Never {
+    Queue.runMain()
+}

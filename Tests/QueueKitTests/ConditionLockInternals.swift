@@ -1,8 +1,0 @@
-@testable import QueueKit
-
-// Test-only access to the condition lock's test seam (kept out of the test files that import the
-// C header, so that names resolve to the header's declarations there).
-extension ConditionLock {
-    /// Threads queued for the lock right now: a waiter that is really waiting shows here.
-    var queuedWaiters: Int { waiterCount }
-}

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+@testable import QueueKit
+
+/// Test-only access to the Swift object behind a `qk_dbqueue_t *`, for observing what the C API
+/// does not show (kept out of the test files that import the C header, so that names resolve to
+/// the header's declarations there).
+enum DBQueueInternals {
+    static func object(_ db: OpaquePointer) -> DBQueue {
+        Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db)).takeUnretainedValue()
+    }
+
+    /// Writes queued and not started yet: a writer that is really waiting shows here.
+    static func pendingWrites(_ db: OpaquePointer) -> Int { object(db).pendingWriteCount }
+
+    /// The queue's state, for failure messages.
+    static func debugState(_ db: OpaquePointer) -> String { object(db).debugState }
+
+    /// Readers and writers waiting in the lane.
+    static func waitingCalls(_ db: OpaquePointer) -> Int { object(db).waitingCallCount }
+
+    /// Installs the hook the last reader calls after it left and before it starts a due write.
+    static func setHookBeforeLastReaderStarts(_ db: OpaquePointer, _ hook: (() -> Void)?) {
+        object(db).testHookBeforeLastReaderStarts = hook
+    }
+
+    /// Keeps the object alive past `qk_dbqueue_destroy` (so a test can observe a premature free
+    /// without crashing); balance with `release`.
+    static func retain(_ db: OpaquePointer) { _ = Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db)).retain() }
+    static func release(_ db: OpaquePointer) { Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db)).release() }
+}

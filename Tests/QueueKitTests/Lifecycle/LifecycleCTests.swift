@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import CQueueKit
+import Dispatch
+import Foundation
+import Glibc
+import Testing
+
+@testable import QueueKit
+
+// Threads that die holding a condition lock (API.md section 7), through the C header as C programs
+// call it, and the Swift API's `previousOwnerDied`. fork() is tested by the C program
+// Tests/Reliability/lifecycle.c (forking a process that runs Swift Testing is not safe).
+// Interleavings are forced with semaphores and by watching the lock's waiter queue; a thread's
+// exit is awaited with pthread_join, so its exit hook has run when the test looks.
+
+/// A `qk_condlock_t *` that may cross threads in the tests.
+private struct Abandonable: @unchecked Sendable {
+    let raw: OpaquePointer
+    init(_ condition: Int = 0) { raw = qk_condlock_create(condition)! }
+    var swift: ConditionLock<Int> {
+        Unmanaged<ConditionLock<Int>>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue()
+    }
+
+    var stats: qk_condlock_stats_t {
+        var stats = qk_condlock_stats_t()
+        stats.size = MemoryLayout<qk_condlock_stats_t>.size
+        precondition(qk_condlock_get_stats(raw, &stats) == 0)
+        return stats
+    }
+}
+
+private final class Body: @unchecked Sendable {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
+}
+
+/// A pthread running `body`, to be joined: after `join()` it has exited and its exit hook has run.
+private struct JoinableThread {
+    private let thread: pthread_t
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(Body(body)).toOpaque()
+        let rc = pthread_create(
+            &thread, nil,
+            { context in
+                Unmanaged<Body>.fromOpaque(context!).takeRetainedValue().run()
+                return nil
+            }, context)
+        precondition(rc == 0, "pthread_create failed")
+        self.thread = thread
+    }
+
+    func join() { pthread_join(thread, nil) }
+}
+
+/// Runs `body` on a new thread that exits right after it; returns when it has exited.
+func onAThreadThatExits(_ body: @escaping @Sendable () -> Void) {
+    JoinableThread(body).join()
+}
+
+@Suite("Lifecycle: condition locks whose holder exits")
+struct AbandonedConditionLockTests {
+    @Test func aHolderThatExitsWhileNobodyWaitsLeavesTheLockFreeAndAbandoned() {
+        let lock = Abandonable(5)
+        let dead = Shared<UInt64>(0)
+        onAThreadThatExits {
+            expectStatus(0, qk_condlock_lock(lock.raw))
+            dead.value = ThreadRecord.current.number
+        }
+        #expect(!lock.swift.isLocked)
+        #expect(lock.swift.abandonedBy == dead.value)
+        #expect(lock.stats.abandonments == 1)
+        #expect(qk_condlock_condition(lock.raw) == 5)
+        // The next acquirer is told, once; then the lock is healthy again.
+        expectStatus(EOWNERDEAD, qk_condlock_trylock(lock.raw))
+        #expect(lock.swift.previousOwnerDied)
+        expectStatus(0, qk_condlock_unlock(lock.raw))
+        #expect(!lock.swift.previousOwnerDied)
+        #expect(lock.swift.abandonedBy == nil)
+        expectStatus(0, qk_condlock_lock(lock.raw))
+        expectStatus(0, qk_condlock_unlock(lock.raw))
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func aQueuedWaiterIsHandedTheLockWithOwnerDead() {
+        let lock = Abandonable(3)
+        let locked = DispatchSemaphore(value: 0)
+        let exit = DispatchSemaphore(value: 0)
+        let holder = JoinableThread {
+            expectStatus(0, qk_condlock_lock(lock.raw))
+            locked.signal()
+            _ = exit.wait(timeout: .now() + testTimeout)
+        }
+        #expect(waits(for: locked))
+        let statuses = Shared<[Int32]>([])
+        let waiters = (0..<2).map { _ in
+            spawn {
+                let status = qk_condlock_lock_until(lock.raw, bounded)
+                statuses.update { $0.append(status) }
+                if status == 0 || status == EOWNERDEAD { expectStatus(0, qk_condlock_unlock(lock.raw)) }
+            }
+        }
+        // Both are queued before the holder exits: the hand-off itself carries the news.
+        #expect(eventually { lock.swift.waiterCount == 2 })
+        exit.signal()
+        holder.join()
+        for waiter in waiters { #expect(waits(for: waiter)) }
+        #expect(statuses.value.sorted() == [0, EOWNERDEAD].sorted())
+        #expect(statuses.value.first == EOWNERDEAD) // the first in line got it from the dead holder
+        #expect(lock.stats.abandonments == 1)
+        #expect(lock.stats.contended == 2)
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func aChainWhoseMiddleThreadDiesWaitsUntilSomeoneRepairsIt() {
+        let lock = Abandonable(0)
+        let last = spawn {
+            expectStatus(0, qk_condlock_lock_when_until(lock.raw, 2, bounded))
+            expectStatus(0, qk_condlock_unlock_with(lock.raw, 3))
+        }
+        #expect(eventually { lock.swift.waiterCount == 1 })
+        expectStatus(0, qk_condlock_set(lock.raw, 1))
+        let middle = Shared<UInt64>(0)
+        onAThreadThatExits {
+            expectStatus(0, qk_condlock_lock_when(lock.raw, 1))
+            middle.value = ThreadRecord.current.number
+            // dies without unlock_with(2)
+        }
+        // A waiter for another value is not handed a lock whose condition it does not want.
+        #expect(lock.swift.waiterCount == 1)
+        #expect(!lock.swift.isLocked)
+        #expect(lock.swift.abandonedBy == middle.value)
+        #expect(qk_condlock_condition(lock.raw) == 1)
+        // Recovery: the repairer learns of the death, and the chain goes on.
+        expectStatus(EOWNERDEAD, qk_condlock_lock_when(lock.raw, 1))
+        expectStatus(0, qk_condlock_unlock_with(lock.raw, 2))
+        #expect(waits(for: last))
+        expectStatus(0, qk_condlock_lock_when_until(lock.raw, 3, bounded))
+        expectStatus(0, qk_condlock_unlock(lock.raw))
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func aWaiterForAnotherValueKeepsWaitingAfterTheAbandonment() {
+        let lock = Abandonable(1)
+        onAThreadThatExits { expectStatus(0, qk_condlock_lock(lock.raw)) }
+        expectStatus(ETIMEDOUT, qk_condlock_lock_when_until(lock.raw, 2, deadline(in: 0.05)))
+        expectStatus(EBUSY, qk_condlock_trylock_when(lock.raw, 2))
+        expectStatus(EOWNERDEAD, qk_condlock_lock_when_until(lock.raw, 1, 0)) // a past deadline
+        expectStatus(0, qk_condlock_unlock(lock.raw))
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func setLeavesTheNewsForTheNextAcquirer() {
+        let lock = Abandonable(0)
+        onAThreadThatExits { expectStatus(0, qk_condlock_lock(lock.raw)) }
+        expectStatus(0, qk_condlock_set(lock.raw, 9))
+        #expect(qk_condlock_condition(lock.raw) == 9)
+        #expect(lock.swift.abandonedBy != nil)
+        expectStatus(EOWNERDEAD, qk_condlock_lock_when(lock.raw, 9))
+        expectStatus(0, qk_condlock_unlock(lock.raw))
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func statsCountAbandonmentsAndOldCallersKeepWorking() {
+        let lock = Abandonable(0)
+        for round in 1...3 {
+            onAThreadThatExits { expectStatus(0, qk_condlock_lock(lock.raw)) }
+            #expect(lock.stats.abandonments == UInt64(round))
+            expectStatus(EOWNERDEAD, qk_condlock_lock(lock.raw))
+            expectStatus(0, qk_condlock_unlock(lock.raw))
+        }
+        // A caller built before `abandonments` existed passes the shorter size: it is not written.
+        var stats = qk_condlock_stats_t()
+        stats.abandonments = 0xDEAD
+        stats.size = MemoryLayout<qk_condlock_stats_t>.offset(of: \.abandonments)!
+        expectStatus(0, qk_condlock_get_stats(lock.raw, &stats))
+        #expect(stats.acquisitions == 6)
+        #expect(stats.abandonments == 0xDEAD)
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func destroyFreesAnAbandonedLockNobodyWaitsFor() {
+        let lock = Abandonable(0)
+        onAThreadThatExits { expectStatus(0, qk_condlock_lock(lock.raw)) }
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func destroyRefusesAnAbandonedLockSomeoneWaitsFor() {
+        let lock = Abandonable(0)
+        onAThreadThatExits { expectStatus(0, qk_condlock_lock(lock.raw)) }
+        let waiter = spawn {
+            expectStatus(0, qk_condlock_lock_when_until(lock.raw, 1, bounded))
+            expectStatus(0, qk_condlock_unlock(lock.raw))
+        }
+        #expect(eventually { lock.swift.waiterCount == 1 })
+        expectStatus(EBUSY, qk_condlock_destroy(lock.raw))
+        expectStatus(EOWNERDEAD, qk_condlock_lock(lock.raw))
+        expectStatus(0, qk_condlock_unlock_with(lock.raw, 1))
+        #expect(waits(for: waiter))
+        expectStatus(0, qk_condlock_destroy(lock.raw))
+    }
+
+    @Test func theHeldCountFollowsAcquisitionsAndReleases() {
+        let first = Abandonable(0)
+        let second = Abandonable(0)
+        let before = LiveConditionLocks.heldByCurrentThread
+        expectStatus(0, qk_condlock_lock(first.raw))
+        expectStatus(0, qk_condlock_lock_when(second.raw, 0))
+        #expect(LiveConditionLocks.heldByCurrentThread == before + 2)
+        expectStatus(EPERM, qk_condlock_unlock(Abandonable(0).raw))
+        #expect(LiveConditionLocks.heldByCurrentThread == before + 2)
+        expectStatus(0, qk_condlock_unlock_with(second.raw, 1))
+        expectStatus(0, qk_condlock_set(second.raw, 2))
+        #expect(LiveConditionLocks.heldByCurrentThread == before + 1)
+        expectStatus(0, qk_condlock_unlock(first.raw))
+        #expect(LiveConditionLocks.heldByCurrentThread == before)
+        expectStatus(0, qk_condlock_destroy(first.raw))
+        expectStatus(0, qk_condlock_destroy(second.raw))
+    }
+
+    @Test func anExitingThreadAbandonsOnlyTheLocksItStillHolds() {
+        let kept = Abandonable(0)
+        let released = Abandonable(0)
+        let others = Abandonable(0)
+        expectStatus(0, qk_condlock_lock(others.raw))
+        onAThreadThatExits {
+            expectStatus(0, qk_condlock_lock(kept.raw))
+            expectStatus(0, qk_condlock_lock(released.raw))
+            expectStatus(0, qk_condlock_unlock(released.raw))
+        }
+        #expect(kept.stats.abandonments == 1)
+        #expect(released.stats.abandonments == 0)
+        #expect(others.stats.abandonments == 0)
+        #expect(others.swift.isLocked)
+        expectStatus(0, qk_condlock_unlock(others.raw))
+        expectStatus(0, qk_condlock_trylock(released.raw))
+        expectStatus(0, qk_condlock_unlock(released.raw))
+        expectStatus(EOWNERDEAD, qk_condlock_trylock(kept.raw))
+        expectStatus(0, qk_condlock_unlock(kept.raw))
+        for lock in [kept, released, others] { expectStatus(0, qk_condlock_destroy(lock.raw)) }
+    }
+}
