@@ -381,7 +381,8 @@ QK_EXPORT qk_queue_t *qk_dbqueue_queue(qk_dbqueue_t *db);
  *
  *  Waiting: a release hands the lock directly to the first queued waiter (in arrival order) that
  *  the new state satisfies -- a plain lock waiter accepts any condition, a lock_when(c) waiter
- *  needs c -- makes it the owner and wakes only that thread. Waiters for other values are not
+ *  needs c, a lock_if or await waiter needs its test to be true (qk_condition_test_t) -- makes it
+ *  the owner and wakes only that thread. Waiters for other values are not
  *  woken (no thundering herd); waiters for the same value are served in arrival order, and a
  *  newcomer only ever gets a lock that no queued waiter could take (nobody starves). The first
  *  waiter polls for about 2 microseconds, then every waiter yields its CPU between polls for up
@@ -480,6 +481,75 @@ typedef struct {
  *  hold `acquisitions`. */
 QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats_t *stats);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Waits on a test of the condition, and waiting while holding                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Defined when this header declares the waits on a test of the condition (qk_condlock_lock_if,
+ *  trylock_if, lock_if_until, await, await_until and qk_condition_test_t). */
+#define QK_HAVE_CONDITION_TESTS 1
+
+/** A test of a condition lock's condition: true when `condition` is one the waiter accepts.
+ *
+ *  Called with the lock's internal guard held, on any thread (usually the one releasing the lock,
+ *  possibly one that is exiting), any number of times: it must be cheap, must not block, and must
+ *  read only `condition` and what `context` points to (which must not change while the wait
+ *  lasts, or change only under the lock). A QueueKit call made inside a test returns EDEADLK at
+ *  once without waiting or changing anything (a constructor NULL with errno EDEADLK,
+ *  qk_copy_wait_report ""), except qk_now_ns, qk_queue_current, qk_strerror, qk_status_name and
+ *  qk_condlock_condition, which on the lock under test returns the value under test without
+ *  taking the guard (on any other lock, 0).
+ *
+ *  What a release costs with N queued waiters: the releasing thread walks the line in arrival
+ *  order up to the first waiter the new state satisfies, so at most N comparisons; it calls each
+ *  test ahead of that waiter at most once, and a test with the same function and context as one
+ *  that already said no in this release is skipped without a call (up to 16 such pairs per
+ *  release; beyond them each waiter's test is called). With N waiters of one test and context,
+ *  a release calls the test once; with N different ones, at most N times. Tests of waiters
+ *  behind the one handed the lock are not called. */
+typedef bool (*qk_condition_test_t)(intptr_t condition, void *context);
+
+/** Returns holding the lock with `test(condition, context)` true, waiting as long as needed:
+ *  immediately when the lock is free and the test holds, otherwise when a release (unlock,
+ *  unlock_with, set, a holder's exit) leaves a condition the test accepts and this is the first
+ *  queued waiter, in arrival order, that the new state satisfies. Only that waiter is woken:
+ *  futile_wakeups stays 0. EDEADLK when the calling thread holds the lock, or when the wait would
+ *  close a ring of waiting threads (section 4; a report names the wait qk_condlock_lock_if and
+ *  the test function's symbol); EINVAL for a NULL `test` or a NULL/wrong-type lock; EOWNERDEAD
+ *  as for qk_condlock_lock (acquired, held, the previous holder died). */
+QK_EXPORT int qk_condlock_lock_if(qk_condlock_t *lock, qk_condition_test_t test, void *context);
+
+/** Acquires the lock only if it is free and `test(condition, context)` is true; EBUSY otherwise
+ *  (also when the caller holds it). Never waits; the test is called at most once. */
+QK_EXPORT int qk_condlock_trylock_if(qk_condlock_t *lock, qk_condition_test_t test, void *context);
+
+/** As qk_condlock_lock_if, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock). A
+ *  deadline already past tests once: 0 (or EOWNERDEAD) or ETIMEDOUT. The timeout rules of
+ *  qk_condlock_lock_until apply; a timed wait is never refused as a deadlock. */
+QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test, void *context,
+                                        uint64_t deadline_ns);
+
+/** For the holder: pthread_cond_wait without the loop and without the herd. Returns 0 at once
+ *  when `test(condition, context)` already holds. Otherwise it queues itself, then releases the
+ *  lock as qk_condlock_unlock does (handing it to the first waiter the condition satisfies), so
+ *  no release that leaves a satisfying condition can be missed; it is woken only by a release
+ *  whose condition its test accepts, and returns 0 holding the lock with the test true.
+ *  EPERM (nothing changed) when the calling thread does not hold the lock; EINVAL for a NULL
+ *  `test` or a NULL/wrong-type lock; EOWNERDEAD holding the lock when it was handed back after a
+ *  holder died holding it. Its release ends the caller's own EOWNERDEAD news.
+ *  **EDEADLK: returned WITHOUT the lock**, when the wait would close a ring of waiting threads
+ *  (section 4; reported as qk_condlock_await with the test's symbol). Every other return leaves
+ *  the caller the holder. */
+QK_EXPORT int qk_condlock_await(qk_condlock_t *lock, qk_condition_test_t test, void *context);
+
+/** As qk_condlock_await, giving up at `deadline_ns`: ETIMEDOUT **holding the lock again** (as
+ *  pthread_cond_timedwait does), whatever the condition. Retaking the lock after the deadline is
+ *  an untimed wait for the lock alone: **where that would close a ring of waiting threads it
+ *  returns EDEADLK WITHOUT the lock** (the only return of await_until that drops it). With a
+ *  deadline already past it tests once without releasing: 0 or ETIMEDOUT, holding. */
+QK_EXPORT int qk_condlock_await_until(qk_condlock_t *lock, qk_condition_test_t test, void *context,
+                                      uint64_t deadline_ns);
+
 /* ========================================================================================== */
 /* 4. Deadlock detection and wait reports                                                     */
 /* ========================================================================================== */
@@ -499,7 +569,8 @@ QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats
  *     barrier QueueKit submitted that has not                              of the queue (the barrier's
  *     finished                                                             thread, or those it waits
  *                                                                          for)
- *   qk_condlock_lock, lock_when, set while held        the lock            the thread holding it
+ *   qk_condlock_lock, lock_when, lock_if, set, and     the lock            the thread holding it
+ *     await* retaking the lock, while held
  *
  * The main thread before qk_main() holds the main queue (a worker that syncs onto the main queue
  * waits for the main thread); after qk_main(), the thread running a main-queue block does. Blocks
@@ -518,8 +589,8 @@ QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats
  *
  * Not refused, reported (qk_copy_wait_report, the stall handler): timed waits (a deadline other
  * than QK_FOREVER ends by itself: a ring through one is no cycle); qk_condlock_lock_when(c) on a
- * free lock whose condition is not c (nobody holds what it waits for: nobody is obliged to set
- * the value); rings closed by an asynchronous submission (a barrier_async landing ahead of a
+ * free lock whose condition is not c, and lock_if or await on a free lock whose condition its
+ * test refuses (nobody holds what it waits for: nobody is obliged to set the value); rings closed by an asynchronous submission (a barrier_async landing ahead of a
  * waiting sync), where nobody was about to wait.
  *
  * Cost: calls that do not wait do no more than O(1) thread-local bookkeeping; qk_queue_sync

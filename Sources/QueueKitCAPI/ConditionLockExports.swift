@@ -105,7 +105,14 @@ public func qk_condlock_set(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
 
 @_cdecl("qk_condlock_condition") @implementation
 public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
-    Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.condition }
+    // Inside a test: the value under test of the lock under test (its guard is this thread's);
+    // any other lock's guard is not to be waited for there.
+    if _slowPath(ConditionTesting.isRunning),
+        ConditionTesting.lockUnderTest != lock.map({ UnsafeRawPointer($0) })
+    {
+        return 0
+    }
+    return Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.condition }
 }
 
 @_cdecl("qk_condlock_set_name") @implementation
@@ -157,4 +164,90 @@ private enum StatsField {
 
     /// The smallest `size` that holds the field.
     var end: UInt { UInt(offset + MemoryLayout<UInt64>.size) }
+}
+
+// MARK: Waits on a test of the condition
+
+/// Runs `body` with the Swift form of the C test `test(condition, context)` and its identity.
+@inline(__always)
+private func withTest(
+    _ test: qk_condition_test_t, _ context: UnsafeMutableRawPointer?,
+    _ body: ((Int) -> Bool, ConditionTestIdentity) throws(QueueKitError) -> Void
+) throws(QueueKitError) {
+    let identity = ConditionTestIdentity(function: unsafeBitCast(test, to: UnsafeRawPointer.self), context: context)
+    try body({ test($0, context) }, identity)
+}
+
+@_cdecl("qk_condlock_lock_if") @implementation
+public func qk_condlock_lock_if(
+    _ lock: OpaquePointer?, _ test: qk_condition_test_t?, _ context: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let test else { return EINVAL }
+    return acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try withTest(test, context) { test, identity throws(QueueKitError) in
+            try lock.lock(
+                where: test, identity: identity, deadline: MonotonicClock.forever, isTry: false,
+                call: "qk_condlock_lock_if")
+        }
+    }
+}
+
+@_cdecl("qk_condlock_trylock_if") @implementation
+public func qk_condlock_trylock_if(
+    _ lock: OpaquePointer?, _ test: qk_condition_test_t?, _ context: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let test else { return EINVAL }
+    return acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try withTest(test, context) { test, identity throws(QueueKitError) in
+            try lock.lock(where: test, identity: identity, deadline: 0, isTry: true, call: "qk_condlock_trylock_if")
+        }
+    }
+}
+
+@_cdecl("qk_condlock_lock_if_until") @implementation
+public func qk_condlock_lock_if_until(
+    _ lock: OpaquePointer?, _ test: qk_condition_test_t?, _ context: UnsafeMutableRawPointer?, _ deadline: UInt64
+) -> Int32 {
+    guard let test else { return EINVAL }
+    return acquisitionStatus(lock) { lock throws(QueueKitError) in
+        try withTest(test, context) { test, identity throws(QueueKitError) in
+            try lock.lock(
+                where: test, identity: identity, deadline: deadline, isTry: false, call: "qk_condlock_lock_if_until")
+        }
+    }
+}
+
+/// `await`'s status: `EOWNERDEAD` when the lock it was handed back had been abandoned (only then:
+/// an `await` whose test held at once released nothing and acquired nothing).
+@inline(__always)
+private func awaitStatus(
+    _ lock: OpaquePointer?, _ test: qk_condition_test_t?, _ context: UnsafeMutableRawPointer?, _ deadline: UInt64,
+    call: StaticString
+) -> Int32 {
+    guard let test else { return condlockStatus(lock) { _ throws(QueueKitError) in throw .invalidArgument } }
+    var reacquired = false
+    let status = condlockStatus(lock) { lock throws(QueueKitError) in
+        try withTest(test, context) { test, identity throws(QueueKitError) in
+            reacquired = try lock.wait(until: test, identity: identity, deadline: deadline, call: call)
+        }
+    }
+    guard status == 0, reacquired, let lock else { return status }
+    let ownerDied = Unmanaged<CConditionLock>.fromOpaque(UnsafeRawPointer(lock))._withUnsafeGuaranteedRef {
+        $0.previousOwnerDied
+    }
+    return ownerDied ? EOWNERDEAD : 0
+}
+
+@_cdecl("qk_condlock_await") @implementation
+public func qk_condlock_await(
+    _ lock: OpaquePointer?, _ test: qk_condition_test_t?, _ context: UnsafeMutableRawPointer?
+) -> Int32 {
+    awaitStatus(lock, test, context, MonotonicClock.forever, call: "qk_condlock_await")
+}
+
+@_cdecl("qk_condlock_await_until") @implementation
+public func qk_condlock_await_until(
+    _ lock: OpaquePointer?, _ test: qk_condition_test_t?, _ context: UnsafeMutableRawPointer?, _ deadline: UInt64
+) -> Int32 {
+    awaitStatus(lock, test, context, deadline, call: "qk_condlock_await_until")
 }

@@ -28,7 +28,10 @@ enum Handle {
     static func status<T: AnyObject>(
         _ handle: OpaquePointer?, as type: T.Type, _ body: (T) throws(QueueKitError) -> Void
     ) -> Int32 {
-        borrow(handle, as: type, otherwise: EINVAL) { object in
+        // A call from inside a test of a condition lock's condition, which runs under that
+        // lock's guard: it must neither wait nor change anything.
+        if _slowPath(ConditionTesting.isRunning) { return EDEADLK }
+        return borrow(handle, as: type, otherwise: EINVAL) { object in
             do throws(QueueKitError) {
                 try body(object)
                 return 0
@@ -48,6 +51,7 @@ enum Handle {
     /// `NULL` with `errno` set to the error it throws.
     @inline(__always)
     static func created<T: AnyObject>(_ make: () throws(QueueKitError) -> T) -> OpaquePointer? {
+        if _slowPath(ConditionTesting.isRunning) { return failure(EDEADLK) }
         let hidden = ThreadSanitizer.enterInternalCode()
         defer { ThreadSanitizer.leaveInternalCode(hidden) }
         do throws(QueueKitError) {

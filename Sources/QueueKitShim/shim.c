@@ -7,6 +7,7 @@
 #include "../../include/queuekit.h"
 
 #include <bsd/stdlib.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -151,6 +152,15 @@ void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
 }
 
 __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
+
+__thread const void *qkshim_tls_testing QKSHIM_TLS;
+
+size_t qkshim_symbol_name(const void *address, char *buffer, size_t size, size_t *offset) {
+    Dl_info info;
+    if (address == NULL || dladdr(address, &info) == 0 || info.dli_sname == NULL) return 0;
+    if (offset != NULL) *offset = (size_t)((const char *)address - (const char *)info.dli_saddr);
+    return qkshim_strlcpy(buffer, info.dli_sname, size);
+}
 
 static void (*_Atomic qkshim_record_maker)(void);
 

@@ -156,6 +156,12 @@ static void dbqueue_functions(void) {
     CHECK(atomic_load(&ran) == 0);
 }
 
+static bool accept_any(intptr_t condition, void *context) {
+    (void)condition;
+    (void)context;
+    return true;
+}
+
 static void condlock_functions(void) {
     struct bad bads[] = {
         {"NULL", NULL},
@@ -183,6 +189,11 @@ static void condlock_functions(void) {
         EXPECT(qk_condlock_set_name(l, "x"), EINVAL);
         EXPECT(strcmp(qk_condlock_name(l), ""), 0);
         EXPECT(qk_condlock_get_stats(l, &stats), EINVAL);
+        EXPECT(qk_condlock_lock_if(l, accept_any, NULL), EINVAL);
+        EXPECT(qk_condlock_trylock_if(l, accept_any, NULL), EINVAL);
+        EXPECT(qk_condlock_lock_if_until(l, accept_any, NULL, qk_now_ns()), EINVAL);
+        EXPECT(qk_condlock_await(l, accept_any, NULL), EINVAL);
+        EXPECT(qk_condlock_await_until(l, accept_any, NULL, QK_FOREVER), EINVAL);
     }
 }
 
@@ -190,6 +201,17 @@ static void condlock_functions(void) {
 
 static void null_functions_and_keys(void) {
     bad_case = "NULL function";
+    {
+        qk_condlock_t *l = qk_condlock_create(0);
+        CHECK(l != NULL);
+        EXPECT(qk_condlock_lock_if(l, NULL, NULL), EINVAL);
+        EXPECT(qk_condlock_trylock_if(l, NULL, NULL), EINVAL);
+        EXPECT(qk_condlock_lock_if_until(l, NULL, NULL, QK_FOREVER), EINVAL);
+        EXPECT(qk_condlock_await(l, NULL, NULL), EINVAL);
+        EXPECT(qk_condlock_await_until(l, NULL, NULL, QK_FOREVER), EINVAL);
+        EXPECT(qk_condlock_await(l, accept_any, NULL), EPERM); /* not the holder */
+        EXPECT(qk_condlock_destroy(l), 0);
+    }
     qk_queue_t *queues[] = {serial, concurrent, qk_queue_main(), qk_queue_global(QK_QOS_DEFAULT)};
     for (size_t i = 0; i < sizeof queues / sizeof queues[0]; i++) {
         EXPECT(qk_queue_async(queues[i], NULL, NULL), EINVAL);

@@ -26,7 +26,7 @@ extension ConditionLock {
         whenCondition condition: Condition,
         _ body: () throws -> Condition
     ) async throws {
-        try await acquireSuspending(wanted: condition, call: "withLock(whenCondition:)", isolation: isolation)
+        try await acquireSuspending(wanted: .value(condition), call: "withLock(whenCondition:)", isolation: isolation)
         try runHeld(body)
     }
 
@@ -43,7 +43,7 @@ extension ConditionLock {
         isolation: isolated (any Actor)? = #isolation,
         _ body: () throws -> sending Result
     ) async throws -> sending Result {
-        try await acquireSuspending(wanted: nil, call: "withLock()", isolation: isolation)
+        try await acquireSuspending(wanted: .any, call: "withLock()", isolation: isolation)
         defer { try? unlock() }
         return try body()
     }
@@ -54,6 +54,7 @@ extension ConditionLock: SuspendedWaitObject {
 
     func describeWanted(_ wanted: (any Sendable)?) -> String? {
         guard let wanted else { return nil }
+        if wanted is ConditionTestMarker { return "a test of the condition, now \(condition)\(isLocked ? "" : ", lock free")" }
         return "condition \(wanted), now \(condition)\(isLocked ? "" : ", lock free")"
     }
 }

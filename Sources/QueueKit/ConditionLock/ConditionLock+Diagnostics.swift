@@ -17,7 +17,12 @@ extension ConditionLock: InspectableLock {
     }
 
     func conditionDescription(waiter: UnsafeRawPointer) -> String {
-        let wanted = waiter.assumingMemoryBound(to: Waiter.self).pointee.wanted
-        return "condition \(wanted.map { "\($0)" } ?? "any"), now \(condition)"
+        let wanted: String
+        switch waiter.assumingMemoryBound(to: Waiter.self).pointee.wanted {
+        case .any: wanted = "condition any"
+        case .value(let value): wanted = "condition \(value)"
+        case .test(let test): wanted = "a test " + (test.identity?.description ?? "(a Swift closure)")
+        }
+        return "\(wanted), now \(condition)"
     }
 }

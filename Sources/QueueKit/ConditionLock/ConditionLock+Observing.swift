@@ -65,7 +65,12 @@ extension ConditionLock {
 
     /// The current condition, read without a race (it is the value some moment between the call
     /// and its return). Thread-safe; never waits for the lock's holder.
+    ///
+    /// Inside a test of this lock's condition (``lock(where:)``, ``wait(until:)``) it is the
+    /// value under test.
     public var condition: Condition {
+        // The testing thread holds the guard already.
+        if _slowPath(isTestedByCallingThread) { return value }
         acquireGuard()
         let current = value
         releaseGuard(.keep)

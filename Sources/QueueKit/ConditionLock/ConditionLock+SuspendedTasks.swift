@@ -10,16 +10,16 @@ extension ConditionLock {
     // MARK: Suspended tasks
 
     /// Waits, suspending, until the calling task holds the lock with a state that satisfies
-    /// `wanted` (`nil`: any condition). Returns on the thread that holds it.
+    /// `wanted`. Returns on the thread that holds it.
     ///
     /// The task is woken, not handed the lock: it takes the lock itself when it runs again (here,
     /// in `takeOrQueue`), keeping its place in line when someone took it first.
-    func acquireSuspending(wanted: Condition?, call: StaticString, isolation: isolated (any Actor)?) async throws {
+    func acquireSuspending(wanted: Wanted, call: StaticString, isolation: isolated (any Actor)?) async throws {
         try Task.checkCancellation()
         if owner.load(ordering: .relaxed) == qkshim_thread_id() { throw QueueKitError.wouldDeadlock }
-        if wanted == nil ? acquireIfIdle() : tryTake(wanted: wanted) { return }
+        if wanted.isAny ? acquireIfIdle() : tryTake(wanted: wanted) { return }
 
-        let record = SuspendedWaiter(call: call, object: self, wanted: wanted)
+        let record = SuspendedWaiter(call: call, object: self, wanted: wanted.reportValue)
         let node = UnsafeMutablePointer<Waiter>.allocate(capacity: 1)
         node.initialize(to: Waiter(parker: nil, threadID: 0, wanted: wanted, task: .passUnretained(record)))
         SuspendedWaits.register(record)
@@ -47,9 +47,9 @@ extension ConditionLock {
 
     /// An immediate acquisition for a task that wants `wanted`: the lock is free and the condition
     /// matches. No waiting, no counters on failure.
-    func tryTake(wanted: Condition?) -> Bool {
+    func tryTake(wanted: Wanted) -> Bool {
         let observed = acquireGuard()
-        if observed & StateBit.locked == 0 && (wanted == nil || wanted == value) && releaseGuard(.take) {
+        if observed & StateBit.locked == 0 && satisfies(wanted) && releaseGuard(.take) {
             didAcquire(by: qkshim_thread_id(), waited: false)
             return true
         }
@@ -69,8 +69,9 @@ extension ConditionLock {
             continuation.resume(throwing: CancellationError())
             return
         }
-        let satisfied = node.pointee.wanted == nil || node.pointee.wanted == value
-        if observed & StateBit.locked == 0 && satisfied && firstSatisfied().map({ $0 == node }) ?? true {
+        if observed & StateBit.locked == 0 && satisfies(node.pointee.wanted)
+            && firstSatisfied().map({ $0 == node }) ?? true
+        {
             if node.pointee.isQueued { unlink(node) }
             if releaseGuard(.take) {
                 continuation.resume(returning: true)

@@ -46,7 +46,7 @@ extension ConditionLock {
     /// `call` names the call in wait and deadlock reports (its C name).
     @inline(never)
     @usableFromInline
-    func acquire(wanted: Condition?, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
+    func acquire(wanted: Wanted, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
         let me = qkshim_thread_id()
         if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
         if !isTry {
@@ -54,13 +54,13 @@ extension ConditionLock {
         }
 
         // A plain lock takes any free lock: a free lock has no queued waiter it could overtake.
-        if wanted == nil && takeIfFree() {
+        if wanted.isAny && takeIfFree() {
             didAcquire(by: me, waited: false)
             return
         }
 
         let observed = acquireGuard()
-        if observed & StateBit.locked == 0 && (wanted == nil || wanted == value) {
+        if observed & StateBit.locked == 0 && satisfies(wanted) {
             if releaseGuard(.take) {
                 didAcquire(by: me, waited: false)
                 return
@@ -120,7 +120,14 @@ extension ConditionLock {
         let first = head == nil
         append(node)
         releaseGuard(.keep)
+        return waitForHandOff(node, first: first, until: deadline, call: call)
+    }
 
+    /// Waits for a hand-off to the queued `node` or the deadline (the caller holds nothing); the
+    /// outcomes of ``wait(queuing:until:call:)``. `first`: the node was the first in line.
+    func waitForHandOff(
+        _ node: UnsafeMutablePointer<Waiter>, first: Bool, until deadline: UInt64, call: StaticString
+    ) -> WaitOutcome {
         let parker = node.pointee.parker!
         var futileWakeups = 0
         // Spin first: most hand-offs arrive within it, and a spinning waiter publishes nothing.
@@ -133,7 +140,7 @@ extension ConditionLock {
                 holderMayWait: { WaitRegistry.ownerMayWait(owner.load(ordering: .relaxed), me: record) }
             ) { wait in
                 wait.call = call
-                wait.kind = node.pointee.wanted == nil ? .lock : .lockWhen
+                wait.kind = node.pointee.wanted.isAny ? .lock : .lockWhen
                 wait.queue = nil
                 wait.lock = self
                 wait.detail = UnsafeRawPointer(node)
@@ -206,14 +213,15 @@ extension ConditionLock {
     }
 
     /// The first queued waiter that the current state satisfies (the caller holds the guard).
+    /// A release walks the line up to that waiter: one comparison per waiter ahead of it, and one
+    /// call per test ahead of it, except that a test with a C identity that already said no in
+    /// this walk is not called again (see ``RefusedTests``).
     func firstSatisfied() -> UnsafeMutablePointer<Waiter>? {
+        var refused = RefusedTests()
         var candidate = head
         while let waiter = candidate {
-            if let wanted = waiter.pointee.wanted, wanted != value {
-                candidate = waiter.pointee.next
-            } else {
-                return waiter
-            }
+            if satisfies(waiter.pointee.wanted, refused: &refused) { return waiter }
+            candidate = waiter.pointee.next
         }
         return nil
     }

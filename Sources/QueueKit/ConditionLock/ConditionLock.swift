@@ -96,8 +96,8 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         /// The waiting thread's word; `nil` for a task.
         let parker: Parker?
         let threadID: UInt64
-        /// The condition the waiter needs; `nil` for a plain `lock`, which accepts any.
-        let wanted: Condition?
+        /// What the waiter needs of the condition.
+        let wanted: Wanted
         /// The suspended task's record; `nil` for a thread.
         var task: Unmanaged<SuspendedWaiter>? = nil
         var next: UnsafeMutablePointer<Waiter>? = nil
@@ -178,7 +178,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inlinable @inline(__always)
     package func lock(call: StaticString) throws(QueueKitError) {
         if _fastPath(acquireIfIdle(recording: call)) { return }
-        try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: call)
+        try acquire(wanted: .any, deadline: MonotonicClock.forever, isTry: false, call: call)
     }
 
     /// Acquires the lock if it is free, whatever the condition.
@@ -191,7 +191,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inlinable @inline(__always)
     package func tryLock(call: StaticString) throws(QueueKitError) {
         if _fastPath(acquireIfIdle()) { return }
-        try acquire(wanted: nil, deadline: 0, isTry: true, call: call)
+        try acquire(wanted: .any, deadline: 0, isTry: true, call: call)
     }
 
     /// Acquires the lock whatever the condition, giving up at `deadline`.
@@ -209,7 +209,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inline(__always)
     package func lock(before deadline: UInt64, call: StaticString) throws(QueueKitError) {
         if _fastPath(acquireIfIdle(recording: call, deadline: deadline)) { return }
-        try acquire(wanted: nil, deadline: deadline, isTry: false, call: call)
+        try acquire(wanted: .any, deadline: deadline, isTry: false, call: call)
     }
 
     /// As ``lock(before:)-(UInt64)``, with any ``QueueKitDeadline`` (a `ContinuousClock.Instant`,
@@ -227,7 +227,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// ``lock(whenCondition:)``, named `call` in reports.
     package func lock(whenCondition condition: Condition, call: StaticString) throws(QueueKitError) {
-        try acquire(wanted: condition, deadline: MonotonicClock.forever, isTry: false, call: call)
+        try acquire(wanted: .value(condition), deadline: MonotonicClock.forever, isTry: false, call: call)
     }
 
     /// Acquires the lock only if it is free and its condition equals `condition`.
@@ -239,7 +239,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// ``tryLock(whenCondition:)``, named `call` in reports.
     package func tryLock(whenCondition condition: Condition, call: StaticString) throws(QueueKitError) {
-        try acquire(wanted: condition, deadline: 0, isTry: true, call: call)
+        try acquire(wanted: .value(condition), deadline: 0, isTry: true, call: call)
     }
 
     /// As ``lock(whenCondition:)``, giving up at `deadline`.
@@ -258,7 +258,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     package func lock(whenCondition condition: Condition, before deadline: UInt64, call: StaticString)
         throws(QueueKitError)
     {
-        try acquire(wanted: condition, deadline: deadline, isTry: false, call: call)
+        try acquire(wanted: .value(condition), deadline: deadline, isTry: false, call: call)
     }
 
     /// As ``lock(whenCondition:before:)-(_,UInt64)``, with any ``QueueKitDeadline``.
@@ -305,7 +305,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// ``set(_:)``, named `call` in reports.
     package func set(_ condition: Condition, call: StaticString) throws(QueueKitError) {
         if !acquireIfIdle(recording: call) {
-            try acquire(wanted: nil, deadline: MonotonicClock.forever, isTry: false, call: call)
+            try acquire(wanted: .any, deadline: MonotonicClock.forever, isTry: false, call: call)
         }
         try relinquish()
         release(setting: condition, news: .keep)

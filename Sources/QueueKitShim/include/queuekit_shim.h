@@ -106,6 +106,21 @@ static inline void qkshim_condlocks_held_reset(void) {
     qkshim_tls_condlocks_held = 0;
 }
 
+/* The condition lock whose test of its condition the calling thread is running right now (under
+ * that lock's guard), NULL otherwise. While it is set, QueueKit calls made from the test refuse
+ * (ConditionLock+Tests.swift, the C face's Handle). */
+extern __thread const void *qkshim_tls_testing QKSHIM_TLS;
+static inline const void *qkshim_testing_lock(void) {
+    return qkshim_tls_testing;
+}
+static inline void qkshim_testing_set(const void *lock) {
+    qkshim_tls_testing = lock;
+}
+
+/* The name of the symbol at or before `address` (dladdr), copied with strlcpy semantics into
+ * `buffer`; the offset from it in `*offset`. 0 when dladdr found none (then nothing is written). */
+size_t qkshim_symbol_name(const void *address, char *buffer, size_t size, size_t *offset);
+
 /* fork(): how many forks lie between the process that loaded QueueKit and this one. 0 in the
  * original process; the child handler of fork adds one in each child (before the Swift child hook
  * runs), so a non-zero value means "a forked child, whose other threads are gone". The handlers

@@ -299,6 +299,50 @@ final class LockOrderTests {
         #expect(reports.first?.contains("condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock_until (timed), first by") == true)
     }
 
+    @Test("test waits: lock_if and await are edges (await waits to take its lock back); a real await keeps the held set whole")
+    func testWaits() {
+        let tag = unique("test-waits")
+        let a = DLock("\(tag).a"), b = DLock("\(tag).b"), c = DLock("\(tag).c"), d = DLock("\(tag).d")
+        defer { [a, b, c, d].forEach { _ = $0.destroy() } }
+        let always: qk_condition_test_t = { _, _ in true }
+        let isOne: qk_condition_test_t = { condition, _ in condition == 1 }
+        // lock_if while holding a: a -> b; then b -> a closes it.
+        onThread("lo-if") {
+            #expect(a.lock() == 0); #expect(qk_condlock_lock_if(b.raw, always, nil) == 0)
+            #expect(b.unlock() == 0); #expect(a.unlock() == 0)
+        }
+        onThread("lo-if-back") { #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0) }
+        let ifReports = OrderLog.shared.reports(mentioning: "\(tag).b")
+        #expect(ifReports.count == 1)
+        #expect(ifReports.first?.contains("condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock_if,") == true)
+        // await while holding c (both taken by try forms, which are no edges): c -> d.
+        onThread("lo-await") {
+            #expect(qk_condlock_trylock(d.raw) == 0); #expect(qk_condlock_trylock(c.raw) == 0)
+            #expect(qk_condlock_await(d.raw, always, nil) == 0)
+            #expect(c.unlock() == 0); #expect(d.unlock() == 0)
+        }
+        onThread("lo-await-back") { #expect(d.lock() == 0); #expect(c.lock() == 0); #expect(c.unlock() == 0); #expect(d.unlock() == 0) }
+        let awaitReports = OrderLog.shared.reports(mentioning: "\(tag).d")
+        #expect(awaitReports.count == 1)
+        #expect(awaitReports.first?.contains("condition lock \"\(tag).c\" -> condition lock \"\(tag).d\": qk_condlock_await,") == true)
+        // A real wait: released, handed back, released again: nothing left held.
+        let waiting = DispatchSemaphore(value: 0)
+        let held = Shared(-1)
+        let waiter = spawn {
+            #expect(a.lock() == 0)
+            waiting.signal()
+            #expect(qk_condlock_await(a.raw, isOne, nil) == 0)
+            #expect(a.unlock() == 0)
+            held.value = LockOrder.heldByCurrentThread
+        }
+        #expect(waits(for: waiting))
+        // Taken once the waiter's await released it (bounded).
+        #expect(a.lock(until: qk_now_ns() + 10_000_000_000) == 0)
+        #expect(qk_condlock_unlock_with(a.raw, 1) == 0)
+        #expect(waits(for: waiter))
+        #expect(held.value == 0)
+    }
+
     // MARK: No report
 
     @Test("consistent orders on many threads: no report")

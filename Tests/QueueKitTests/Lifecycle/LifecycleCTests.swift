@@ -37,7 +37,7 @@ private final class Body: @unchecked Sendable {
 }
 
 /// A pthread running `body`, to be joined: after `join()` it has exited and its exit hook has run.
-private struct JoinableThread {
+struct JoinableThread {
     private let thread: pthread_t
 
     init(_ body: @escaping @Sendable () -> Void) {
