@@ -657,13 +657,14 @@ QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t h
  * queues are never held.
  *
  * Edges: a call that may wait for Y records, on the way in, an edge X -> Y from every object X
- * its thread holds: qk_condlock_lock, lock_until, lock_when, lock_when_until, set; qk_queue_sync,
+ * its thread holds: qk_condlock_lock, lock_until, lock_when, lock_when_until, lock_if,
+ * lock_if_until, set, and await / await_until (which wait to take their lock back); qk_queue_sync,
  * barrier_sync and perform when not inline (a sync onto a serial queue also asks for the serial
  * queues it targets; onto a concurrent queue it asks shared); qk_dbqueue_read (shared), write and
  * flush (exclusive). Not edges: the try forms, timed calls whose deadline has passed, calls that
  * run inline because the thread already holds Y, calls refused for what the calling thread itself
- * holds, async submissions, qk_dbqueue_destroy. qk_condlock_lock_when's edge is to the lock
- * only. Timed waits are edges, marked "(timed)": a cycle through one ends in ETIMEDOUT under load
+ * holds, async submissions, qk_dbqueue_destroy. The edges of lock_when and lock_if go to the
+ * lock only (who will set the value is unknown). Timed waits are edges, marked "(timed)": a cycle through one ends in ETIMEDOUT under load
  * where the program expected the lock.
  *
  * Cycles: X1 -> X2 -> ... -> Xn -> X1 is a potential deadlock when at every Xi the edge into it
@@ -724,7 +725,8 @@ QK_EXPORT int qk_lock_order_mode(void);
 /** Sets the function called with each lock-order report, on the thread whose call closed the
  *  cycle, before that call goes on, with no QueueKit lock held (the thread still holds its own
  *  objects). The handler may call QueueKit: its calls are not witnessed, and one that would wait
- *  returns EDEADLK at once. NULL restores the default, which writes the report to stderr in one
+ *  returns EDEADLK at once (a free condition lock is taken; a held one, a queue sync and a DB
+ *  queue call are refused). NULL restores the default, which writes the report to stderr in one
  *  write. Returns 0. Thread-safe; applies to the next report. */
 QK_EXPORT int qk_set_lock_order_handler(qk_report_function_t handler, void *context);
 
