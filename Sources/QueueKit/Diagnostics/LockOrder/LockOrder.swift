@@ -388,13 +388,18 @@ package enum LockOrder {
 
     fileprivate static func resumeInChild() {
         graph.releaseInChild { graph in
-            if let old = graph { _ = Unmanaged.passRetained(old) }   // abandoned
+            // Abandoned: never walked, never freed (a thread that did not survive may have been
+            // changing it), but kept reachable, as what it is, rather than left to look like a leak.
+            if let old = graph { abandonedInFork.append(old) }
             graph = isOn ? LockOrderGraph() : nil
             qkshim_lockorder_nodes_clear()
         }
         handler.releaseInChild()
         qkshim_lockorder_epoch_bump()
     }
+
+    /// The graphs that forks left behind (in a child only).
+    nonisolated(unsafe) private static var abandonedInFork: [LockOrderGraph] = []
 
     #if QUEUEKIT_TESTING
     /// Test seam: the number of edges the graph holds (0 when off), and whether its order is
