@@ -41,7 +41,9 @@ __attribute__((noinline)) void update_cache(void *context) {
     if (qk_condlock_lock(cache) != 0 || qk_condlock_unlock(cache) != 0) failures++;
 }
 
-__attribute__((noinline)) void read_rows(void *context) { (void)context; }
+__attribute__((noinline)) void read_rows(void *context) {
+    (void)context;
+}
 
 /* The saver's path: write, and inside the write, the cache. */
 __attribute__((noinline)) void save(void) {
@@ -58,13 +60,17 @@ __attribute__((noinline)) void refresh(void) {
 static void *run(void *context) {
     const char *name = context;
     pthread_setname_np(pthread_self(), name);
-    if (strcmp(name, "saver") == 0) save(); else refresh();
+    if (strcmp(name, "saver") == 0)
+        save();
+    else
+        refresh();
     return NULL;
 }
 
 static void on_thread(const char *name) {
     pthread_t thread;
-    if (pthread_create(&thread, NULL, run, (void *)name) != 0 || pthread_join(thread, NULL) != 0) failures++;
+    if (pthread_create(&thread, NULL, run, (void *)name) != 0 || pthread_join(thread, NULL) != 0)
+        failures++;
 }
 
 int main(void) {
@@ -74,9 +80,9 @@ int main(void) {
     cache = qk_condlock_create(0);
     qk_condlock_set_name(cache, "cache");
 
-    on_thread("saver");     /* Monday's order: DB queue (write) -> cache */
-    on_thread("ui");        /* Tuesday's order: cache -> DB queue (read): reported */
-    on_thread("ui");        /* the same orders again: reported once only */
+    on_thread("saver"); /* Monday's order: DB queue (write) -> cache */
+    on_thread("ui");    /* Tuesday's order: cache -> DB queue (read): reported */
+    on_thread("ui");    /* the same orders again: reported once only */
     on_thread("saver");
 
     if (qk_dbqueue_destroy(db) != 0 || qk_condlock_destroy(cache) != 0) failures++;

@@ -48,7 +48,8 @@ void qkshim_lockorder_thread_install(void *state, void (*on_exit)(void *state)) 
 }
 
 void qkshim_lockorder_nodes_clear(void) {
-    for (size_t index = 0; index < sizeof qkshim_lockorder_nodes / sizeof qkshim_lockorder_nodes[0]; index++)
+    for (size_t index = 0; index < sizeof qkshim_lockorder_nodes / sizeof qkshim_lockorder_nodes[0];
+         index++)
         __atomic_store_n((uint64_t *)&qkshim_lockorder_nodes[index], 0, __ATOMIC_RELAXED);
 }
 
@@ -62,7 +63,9 @@ int qkshim_lockorder_parse(const char *text) {
 
 static int qkshim_lockorder_env = -1;
 
-int qkshim_lockorder_env_mode(void) { return qkshim_lockorder_env; }
+int qkshim_lockorder_env_mode(void) {
+    return qkshim_lockorder_env;
+}
 
 /* QUEUEKIT_LOCK_ORDER, read once when the library is loaded. */
 __attribute__((constructor)) static void qkshim_lockorder_read_env(void) {
@@ -70,7 +73,9 @@ __attribute__((constructor)) static void qkshim_lockorder_read_env(void) {
     if (text == NULL) return;
     int mode = qkshim_lockorder_parse(text);
     if (mode < 0) {
-        fprintf(stderr, "QueueKit: QUEUEKIT_LOCK_ORDER=\"%s\" ignored (expected off, report or abort)\n", text);
+        fprintf(stderr,
+                "QueueKit: QUEUEKIT_LOCK_ORDER=\"%s\" ignored (expected off, report or abort)\n",
+                text);
         return;
     }
     qkshim_lockorder_env = mode;
@@ -84,7 +89,7 @@ static struct {
     const void *base;
     const char *name;
     uintptr_t start, end;
-} qkshim_lockorder_self = { PTHREAD_ONCE_INIT, NULL, NULL, 0, 0 };
+} qkshim_lockorder_self = {PTHREAD_ONCE_INIT, NULL, NULL, 0, 0};
 
 static int qkshim_lockorder_find_segments(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
@@ -94,7 +99,8 @@ static int qkshim_lockorder_find_segments(struct dl_phdr_info *info, size_t size
         const ElfW(Phdr) *segment = &info->dlpi_phdr[index];
         if (segment->p_type != PT_LOAD) continue;
         uintptr_t start = info->dlpi_addr + segment->p_vaddr, end = start + segment->p_memsz;
-        if (qkshim_lockorder_self.start == 0 || start < qkshim_lockorder_self.start) qkshim_lockorder_self.start = start;
+        if (qkshim_lockorder_self.start == 0 || start < qkshim_lockorder_self.start)
+            qkshim_lockorder_self.start = start;
         if (end > qkshim_lockorder_self.end) qkshim_lockorder_self.end = end;
     }
     return 1;
@@ -111,9 +117,10 @@ static void qkshim_lockorder_find_self(void) {
 
 static bool qkshim_lockorder_is_queuekit_symbol(const char *symbol) {
     if (symbol == NULL) return false;
-    return strncmp(symbol, "qk_", 3) == 0 || strncmp(symbol, "qkshim_", 7) == 0
-        || strncmp(symbol, "$s8QueueKit", 11) == 0 || strncmp(symbol, "$s12QueueKitCAPI", 16) == 0
-        || strncmp(symbol, "$s16QueueKitCLibrary", 20) == 0;
+    return strncmp(symbol, "qk_", 3) == 0 || strncmp(symbol, "qkshim_", 7) == 0 ||
+           strncmp(symbol, "$s8QueueKit", 11) == 0 ||
+           strncmp(symbol, "$s12QueueKitCAPI", 16) == 0 ||
+           strncmp(symbol, "$s16QueueKitCLibrary", 20) == 0;
 }
 
 uintptr_t qkshim_lockorder_call_site(void) {
@@ -122,12 +129,14 @@ uintptr_t qkshim_lockorder_call_site(void) {
     pthread_once(&qkshim_lockorder_self.once, qkshim_lockorder_find_self);
     /* In libqueuekit.so every frame of the library is QueueKit's (an address range test); linked
      * into a program, only the frames whose symbols say so are (dladdr). */
-    bool own_is_library = qkshim_lockorder_self.name != NULL && strstr(qkshim_lockorder_self.name, "libqueuekit") != NULL
-        && qkshim_lockorder_self.end != 0;
+    bool own_is_library = qkshim_lockorder_self.name != NULL &&
+                          strstr(qkshim_lockorder_self.name, "libqueuekit") != NULL &&
+                          qkshim_lockorder_self.end != 0;
     for (int index = 1; index < count; index++) {
         uintptr_t address = (uintptr_t)frames[index];
         if (own_is_library) {
-            if (address >= qkshim_lockorder_self.start && address < qkshim_lockorder_self.end) continue;
+            if (address >= qkshim_lockorder_self.start && address < qkshim_lockorder_self.end)
+                continue;
             return address;
         }
         Dl_info info;
@@ -163,4 +172,6 @@ size_t qkshim_lockorder_describe_address(uintptr_t address, char *buffer, size_t
     return length;
 }
 
-void qkshim_lockorder_abort(void) { abort(); }
+void qkshim_lockorder_abort(void) {
+    abort();
+}

@@ -30,23 +30,23 @@
 
 static int checks, failures;
 
-#define CHECK(condition)                                                                   \
-    do {                                                                                   \
-        checks++;                                                                          \
-        if (!(condition)) {                                                                \
-            failures++;                                                                    \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #condition);       \
-        }                                                                                  \
+#define CHECK(condition)                                                                           \
+    do {                                                                                           \
+        checks++;                                                                                  \
+        if (!(condition)) {                                                                        \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #condition);               \
+        }                                                                                          \
     } while (0)
-#define CHECK_EQ(call, want)                                                               \
-    do {                                                                                   \
-        long long got_ = (long long)(call), want_ = (long long)(want);                     \
-        checks++;                                                                          \
-        if (got_ != want_) {                                                               \
-            failures++;                                                                    \
-            fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #call, \
-                    got_, want_);                                                          \
-        }                                                                                  \
+#define CHECK_EQ(call, want)                                                                       \
+    do {                                                                                           \
+        long long got_ = (long long)(call), want_ = (long long)(want);                             \
+        checks++;                                                                                  \
+        if (got_ != want_) {                                                                       \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #call, got_, \
+                    want_);                                                                        \
+        }                                                                                          \
     } while (0)
 
 /* The reports the handler received (the handler runs on the reporting thread). */
@@ -62,7 +62,9 @@ static void record_report(void *context, const char *report) {
     pthread_mutex_unlock(&log_lock);
 }
 
-static bool starts_with(const char *text, const char *prefix) { return strncmp(text, prefix, strlen(prefix)) == 0; }
+static bool starts_with(const char *text, const char *prefix) {
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
 
 static int reports(void) {
     pthread_mutex_lock(&log_lock);
@@ -86,7 +88,10 @@ void take_in_order(qk_condlock_t *first, qk_condlock_t *second) {
     CHECK_EQ(qk_condlock_unlock(first), 0);
 }
 
-struct order { qk_condlock_t *first, *second; const char *thread; };
+struct order {
+    qk_condlock_t *first, *second;
+    const char *thread;
+};
 
 static void *order_thread(void *argument) {
     struct order *order = argument;
@@ -97,7 +102,7 @@ static void *order_thread(void *argument) {
 
 /* Runs one order on a new thread named `name`, to its end. */
 static void on_thread(const char *name, qk_condlock_t *first, qk_condlock_t *second) {
-    struct order order = { first, second, name };
+    struct order order = {first, second, name};
     pthread_t thread;
     CHECK_EQ(pthread_create(&thread, NULL, order_thread, &order), 0);
     CHECK_EQ(pthread_join(thread, NULL), 0);
@@ -112,12 +117,15 @@ static void test_two_orders(void) {
     CHECK_EQ(reports(), before);
     on_thread("c-second", b, a);
     CHECK_EQ(reports(), before + 1);
-    on_thread("c-third", b, a);   /* the same cycle: never again */
+    on_thread("c-third", b, a); /* the same cycle: never again */
     on_thread("c-fourth", a, b);
     CHECK_EQ(reports(), before + 1);
     pthread_mutex_lock(&log_lock);
-    CHECK(starts_with(last_report, "QueueKit: lock-order inversion (potential deadlock): qk_condlock_lock(condition lock \"c.a\") closes a cycle of 2\n"));
-    CHECK(strstr(last_report, "  condition lock \"c.a\" -> condition lock \"c.b\": qk_condlock_lock, first by thread ") != NULL);
+    CHECK(starts_with(last_report,
+                      "QueueKit: lock-order inversion (potential deadlock): "
+                      "qk_condlock_lock(condition lock \"c.a\") closes a cycle of 2\n"));
+    CHECK(strstr(last_report, "  condition lock \"c.a\" -> condition lock \"c.b\": "
+                              "qk_condlock_lock, first by thread ") != NULL);
     CHECK(strstr(last_report, "\"c-first\" at take_in_order+0x") != NULL);
     CHECK(strstr(last_report, "\"c-second\" at take_in_order+0x") != NULL);
     CHECK(strstr(last_report, "lock_order)  <- new\n") != NULL);
@@ -145,11 +153,12 @@ static int mode_under(const char *self, const char *value, char *err, size_t siz
     }
     close(out_pipe[1]);
     close(err_pipe[1]);
-    char out[64] = { 0 };
+    char out[64] = {0};
     ssize_t got = read(out_pipe[0], out, sizeof out - 1);
     size_t length = 0;
     ssize_t chunk;
-    while (length < size - 1 && (chunk = read(err_pipe[0], err + length, size - 1 - length)) > 0) length += (size_t)chunk;
+    while (length < size - 1 && (chunk = read(err_pipe[0], err + length, size - 1 - length)) > 0)
+        length += (size_t)chunk;
     err[length] = '\0';
     close(out_pipe[0]);
     close(err_pipe[0]);
@@ -168,7 +177,7 @@ static void test_environment(const char *self) {
     CHECK_EQ(strlen(err), 0);
     CHECK_EQ(mode_under(self, "loud", err, sizeof err), QK_LOCK_ORDER_OFF);
     CHECK(strstr(err, "QUEUEKIT_LOCK_ORDER") != NULL);
-    CHECK(strchr(err, '\n') != NULL && strchr(err, '\n')[1] == '\0');   /* one line */
+    CHECK(strchr(err, '\n') != NULL && strchr(err, '\n')[1] == '\0'); /* one line */
 }
 
 /* ---- abort mode ----------------------------------------------------------------------------- */
@@ -181,24 +190,27 @@ static void test_abort_mode(void) {
         alarm(20);
         dup2(err_pipe[1], STDERR_FILENO);
         close(err_pipe[0]);
-        qk_set_lock_order_handler(NULL, NULL);   /* the default: stderr */
+        qk_set_lock_order_handler(NULL, NULL); /* the default: stderr */
         qk_set_lock_order_mode(QK_LOCK_ORDER_ABORT);
         qk_condlock_t *a = named_lock("abort.a"), *b = named_lock("abort.b");
         take_in_order(a, b);
-        take_in_order(b, a);   /* reported, then abort() */
+        take_in_order(b, a); /* reported, then abort() */
         _exit(3);
     }
     close(err_pipe[1]);
     char text[4096];
     size_t length = 0;
     ssize_t got;
-    while (length < sizeof text - 1 && (got = read(err_pipe[0], text + length, sizeof text - 1 - length)) > 0) length += (size_t)got;
+    while (length < sizeof text - 1 &&
+           (got = read(err_pipe[0], text + length, sizeof text - 1 - length)) > 0)
+        length += (size_t)got;
     text[length] = '\0';
     close(err_pipe[0]);
     int status = 0;
     CHECK_EQ(waitpid(child, &status, 0), child);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
-    CHECK(starts_with(text, "QueueKit: lock-order inversion (potential deadlock): qk_condlock_lock(condition lock \"abort.a\")"));
+    CHECK(starts_with(text, "QueueKit: lock-order inversion (potential deadlock): "
+                            "qk_condlock_lock(condition lock \"abort.a\")"));
     CHECK(strstr(text, "<- new\n") != NULL);
 }
 

@@ -512,15 +512,19 @@ static void count_order_report(void *context, const char *report) {
 /* Checks the witness's reports of the phase just run (when it is on): false on a violation. */
 static bool check_order_reports(const char *phase, unsigned long long trees) {
     if (qk_lock_order_mode() == QK_LOCK_ORDER_OFF) return true;
-    unsigned long long all = atomic_exchange(&order_reports, 0), untimed = atomic_exchange(&untimed_order_reports, 0);
-    printf("torture (%s): %llu lock-order reports, %llu of untimed edges only\n", phase, all, untimed);
+    unsigned long long all = atomic_exchange(&order_reports, 0),
+                       untimed = atomic_exchange(&untimed_order_reports, 0);
+    printf("torture (%s): %llu lock-order reports, %llu of untimed edges only\n", phase, all,
+           untimed);
     fflush(stdout);
     if (!unordered_phase && untimed > 0) {
-        fprintf(stderr, "torture: FAILED: the witness reported a cycle of the ordered phase's untimed orders\n");
+        fprintf(stderr, "torture: FAILED: the witness reported a cycle of the ordered phase's "
+                        "untimed orders\n");
         return false;
     }
     if (unordered_phase && all == 0 && trees >= 1000) {
-        fprintf(stderr, "torture: FAILED: the witness reported nothing in %llu unordered trees\n", trees);
+        fprintf(stderr, "torture: FAILED: the witness reported nothing in %llu unordered trees\n",
+                trees);
         return false;
     }
     return true;

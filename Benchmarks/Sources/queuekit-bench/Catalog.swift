@@ -6,7 +6,9 @@ import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
-    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() + lockOrder() + startup() }
+    static func rows() -> [Row] {
+        conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() + lockOrder() + startup()
+    }
 
     // MARK: Linking
 
@@ -36,9 +38,11 @@ enum Catalog {
     static func lockOrder() -> [Row] {
         let group = "lock-order witness"
         return [
-            Row(group: group, workload: witnessed, impl: "QueueKit, witness on (report)", isQueueKit: true,
+            Row(
+                group: group, workload: witnessed, impl: "QueueKit, witness on (report)", isQueueKit: true,
                 unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(1 /* QK_LOCK_ORDER_REPORT */, $0) }),
-            Row(group: group, workload: witnessed, impl: "QueueKit, witness off", isQueueKit: false,
+            Row(
+                group: group, workload: witnessed, impl: "QueueKit, witness off", isQueueKit: false,
                 unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(0 /* QK_LOCK_ORDER_OFF */, $0) }),
         ]
     }

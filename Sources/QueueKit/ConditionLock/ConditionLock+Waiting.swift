@@ -50,7 +50,9 @@ extension ConditionLock {
         let me = qkshim_thread_id()
         if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
         if !isTry {
-            guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else { throw .wouldDeadlock }
+            guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else {
+                throw .wouldDeadlock
+            }
         }
 
         // A plain lock takes any free lock: a free lock has no queued waiter it could overtake.

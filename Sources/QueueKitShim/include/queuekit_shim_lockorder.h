@@ -56,21 +56,27 @@ static inline void qkshim_lockorder_session_bump(void) {
 #define QKSHIM_LOCKORDER_NODE_BITS 18
 extern _Atomic uint64_t qkshim_lockorder_nodes[(1u << QKSHIM_LOCKORDER_NODE_BITS) / 64];
 static inline uint32_t qkshim_lockorder_node_hash(uintptr_t address) {
-    return (uint32_t)(((uint64_t)(address >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - QKSHIM_LOCKORDER_NODE_BITS));
+    return (uint32_t)(((uint64_t)(address >> 4) * 0x9E3779B97F4A7C15ull) >>
+                      (64 - QKSHIM_LOCKORDER_NODE_BITS));
 }
 static inline void qkshim_lockorder_node_mark(uintptr_t address) {
     uint32_t bit = qkshim_lockorder_node_hash(address);
-    __atomic_fetch_or((uint64_t *)&qkshim_lockorder_nodes[bit / 64], 1ull << (bit % 64), __ATOMIC_RELEASE);
+    __atomic_fetch_or((uint64_t *)&qkshim_lockorder_nodes[bit / 64], 1ull << (bit % 64),
+                      __ATOMIC_RELEASE);
 }
 static inline bool qkshim_lockorder_node_maybe(uintptr_t address) {
     uint32_t bit = qkshim_lockorder_node_hash(address);
-    return (__atomic_load_n((uint64_t *)&qkshim_lockorder_nodes[bit / 64], __ATOMIC_ACQUIRE) >> (bit % 64)) & 1;
+    return (__atomic_load_n((uint64_t *)&qkshim_lockorder_nodes[bit / 64], __ATOMIC_ACQUIRE) >>
+            (bit % 64)) &
+           1;
 }
 void qkshim_lockorder_nodes_clear(void);
 
 /* The calling thread's witness state (LockOrderThread.swift), NULL until it is made. */
 extern __thread void *qkshim_tls_lockorder __attribute__((tls_model("initial-exec")));
-static inline void *qkshim_lockorder_thread_get(void) { return qkshim_tls_lockorder; }
+static inline void *qkshim_lockorder_thread_get(void) {
+    return qkshim_tls_lockorder;
+}
 /* Installs `state` as the calling thread's; `on_exit(state)` runs when the thread exits (a
  * pthread key destructor). `on_exit` must be the same function on every call. */
 void qkshim_lockorder_thread_install(void *state, void (*on_exit)(void *state));

@@ -25,7 +25,6 @@ private final class OrderLog: @unchecked Sendable {
     func reports(mentioning marker: String) -> [String] { lock.withLock { reports.filter { $0.contains(marker) } } }
 }
 
-
 /// Runs `body` on a new thread named `name` and waits for it (bounded).
 private func onThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
     let finished = finishes {
@@ -67,11 +66,17 @@ final class LockOrderTests {
 
     // MARK: Cycles reported once
 
-    @Test("two locks in opposite orders at different times: exactly one report, naming both labels, both threads and the closing call")
+    @Test(
+        "two locks in opposite orders at different times: exactly one report, naming both labels, both threads and the closing call"
+    )
     func twoLocksOppositeOrders() {
         let tag = unique("two-locks")
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b")
-        defer { _ = a.destroy(); _ = b.destroy() }
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        defer {
+            _ = a.destroy()
+            _ = b.destroy()
+        }
         onThread("lo-first") {
             #expect(a.lock() == 0)
             #expect(b.lock() == 0)
@@ -81,25 +86,38 @@ final class LockOrderTests {
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
         onThread("lo-second") {
             #expect(b.lock() == 0)
-            #expect(a.lock() == 0)   // closes the cycle: reported, and the call still succeeds
+            #expect(a.lock() == 0) // closes the cycle: reported, and the call still succeeds
             #expect(a.unlock() == 0)
             #expect(b.unlock() == 0)
         }
         // The same orders again, on other threads: no second report.
         onThread("lo-again") {
-            #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0)
-            #expect(a.lock() == 0); #expect(b.lock() == 0); #expect(b.unlock() == 0); #expect(a.unlock() == 0)
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
+            #expect(a.lock() == 0)
+            #expect(b.lock() == 0)
+            #expect(b.unlock() == 0)
+            #expect(a.unlock() == 0)
         }
         let reports = OrderLog.shared.reports(mentioning: tag)
         #expect(reports.count == 1)
         guard let report = reports.first else { return }
         let lines = report.split(separator: "\n").map(String.init)
         #expect(lines.count == 3)
-        #expect(lines[0] == "QueueKit: lock-order inversion (potential deadlock): qk_condlock_lock(condition lock \"\(tag).a\") closes a cycle of 2")
-        #expect(lines[1].hasPrefix("  condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock, first by thread "))
+        #expect(
+            lines[0]
+                == "QueueKit: lock-order inversion (potential deadlock): qk_condlock_lock(condition lock \"\(tag).a\") closes a cycle of 2"
+        )
+        #expect(
+            lines[1].hasPrefix(
+                "  condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock, first by thread "))
         #expect(lines[1].contains("\"lo-first\""))
         #expect(!lines[1].hasSuffix("<- new"))
-        #expect(lines[2].hasPrefix("  condition lock \"\(tag).b\" -> condition lock \"\(tag).a\": qk_condlock_lock, first by thread "))
+        #expect(
+            lines[2].hasPrefix(
+                "  condition lock \"\(tag).b\" -> condition lock \"\(tag).a\": qk_condlock_lock, first by thread "))
         #expect(lines[2].contains("\"lo-second\""))
         #expect(lines[2].hasSuffix("  <- new"))
         // Call sites: the caller's return address, outside QueueKit.
@@ -111,18 +129,28 @@ final class LockOrderTests {
     @Test("a three-cycle: reported once, by the edge that closes it, as a cycle of 3")
     func threeCycle() {
         let tag = unique("three")
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b"), c = DLock("\(tag).c")
-        defer { _ = a.destroy(); _ = b.destroy(); _ = c.destroy() }
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        let c = DLock("\(tag).c")
+        defer {
+            _ = a.destroy()
+            _ = b.destroy()
+            _ = c.destroy()
+        }
         for (first, second) in [(a, b), (b, c)] {
             onThread("lo-pair") {
-                #expect(first.lock() == 0); #expect(second.lock() == 0)
-                #expect(second.unlock() == 0); #expect(first.unlock() == 0)
+                #expect(first.lock() == 0)
+                #expect(second.lock() == 0)
+                #expect(second.unlock() == 0)
+                #expect(first.unlock() == 0)
             }
         }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
         onThread("lo-closer") {
-            #expect(c.lock() == 0); #expect(a.lock() == 0)
-            #expect(a.unlock() == 0); #expect(c.unlock() == 0)
+            #expect(c.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(c.unlock() == 0)
         }
         let reports = OrderLog.shared.reports(mentioning: tag)
         #expect(reports.count == 1)
@@ -136,9 +164,17 @@ final class LockOrderTests {
         let outer = CQueue.create("\(tag).outer")
         let inner = CQueue.create("\(tag).inner", target: outer)
         let lock = DLock("\(tag).lock")
-        defer { inner.release(); outer.release(); _ = lock.destroy() }
+        defer {
+            inner.release()
+            outer.release()
+            _ = lock.destroy()
+        }
         onThread("lo-block") {
-            ok(outer.sync { #expect(lock.lock() == 0); #expect(lock.unlock() == 0) })
+            ok(
+                outer.sync {
+                    #expect(lock.lock() == 0)
+                    #expect(lock.unlock() == 0)
+                })
         }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
         onThread("lo-sync") {
@@ -157,15 +193,27 @@ final class LockOrderTests {
     @Test("holding passes through sync hops: a lock taken in a block synced from another queue's block")
     func syncHops() {
         let tag = unique("hops")
-        let first = CQueue.create("\(tag).first"), second = CQueue.create("\(tag).second")
+        let first = CQueue.create("\(tag).first")
+        let second = CQueue.create("\(tag).second")
         let lock = DLock("\(tag).lock")
-        defer { first.release(); second.release(); _ = lock.destroy() }
+        defer {
+            first.release()
+            second.release()
+            _ = lock.destroy()
+        }
         onThread("lo-hop") {
-            ok(first.sync { ok(second.sync { #expect(lock.lock() == 0); #expect(lock.unlock() == 0) }) })
+            ok(
+                first.sync {
+                    ok(
+                        second.sync {
+                            #expect(lock.lock() == 0)
+                            #expect(lock.unlock() == 0)
+                        })
+                })
         }
         onThread("lo-back") {
             #expect(lock.lock() == 0)
-            #expect(first.perform {} == 0)   // not inline here: an edge
+            #expect(first.perform {} == 0) // not inline here: an edge
             #expect(lock.unlock() == 0)
         }
         let reports = OrderLog.shared.reports(mentioning: tag)
@@ -179,9 +227,16 @@ final class LockOrderTests {
         let tag = unique("db")
         let db = WDB("\(tag).db")
         let cache = DLock("\(tag).cache")
-        defer { #expect(db.destroy() == 0); _ = cache.destroy() }
+        defer {
+            #expect(db.destroy() == 0)
+            _ = cache.destroy()
+        }
         onThread("saver") {
-            ok(db.write { #expect(cache.lock() == 0); #expect(cache.unlock() == 0) })
+            ok(
+                db.write {
+                    #expect(cache.lock() == 0)
+                    #expect(cache.unlock() == 0)
+                })
         }
         onThread("ui") {
             #expect(cache.lock() == 0)
@@ -192,24 +247,42 @@ final class LockOrderTests {
         #expect(reports.count == 1)
         guard let report = reports.first else { return }
         let lines = report.split(separator: "\n").map(String.init)
-        #expect(lines.first == "QueueKit: lock-order inversion (potential deadlock): qk_dbqueue_read(DB queue \"\(tag).db\") closes a cycle of 2")
+        #expect(
+            lines.first
+                == "QueueKit: lock-order inversion (potential deadlock): qk_dbqueue_read(DB queue \"\(tag).db\") closes a cycle of 2"
+        )
         #expect(lines.count == 3)
         guard lines.count == 3 else { return }
-        #expect(lines[1].hasPrefix("  DB queue \"\(tag).db\" (write) -> condition lock \"\(tag).cache\": qk_condlock_lock, first by thread "))
+        #expect(
+            lines[1].hasPrefix(
+                "  DB queue \"\(tag).db\" (write) -> condition lock \"\(tag).cache\": qk_condlock_lock, first by thread "
+            ))
         #expect(lines[1].contains("\"saver\""))
-        #expect(lines[2].hasPrefix("  condition lock \"\(tag).cache\" -> DB queue \"\(tag).db\" (read): qk_dbqueue_read, first by thread "))
+        #expect(
+            lines[2].hasPrefix(
+                "  condition lock \"\(tag).cache\" -> DB queue \"\(tag).db\" (read): qk_dbqueue_read, first by thread ")
+        )
         #expect(lines[2].contains("\"ui\""))
         #expect(lines[2].hasSuffix("<- new"))
     }
 
-    @Test("reads of an unwritten DB queue do not conflict (0), until its first write reports the cycle (1), on the writer's thread")
+    @Test(
+        "reads of an unwritten DB queue do not conflict (0), until its first write reports the cycle (1), on the writer's thread"
+    )
     func readReadUntilFirstWrite() {
         let tag = unique("read-read")
         let db = WDB("\(tag).db")
         let lock = DLock("\(tag).lock")
-        defer { #expect(db.destroy() == 0); _ = lock.destroy() }
+        defer {
+            #expect(db.destroy() == 0)
+            _ = lock.destroy()
+        }
         onThread("lo-reader") {
-            ok(db.read { #expect(lock.lock() == 0); #expect(lock.unlock() == 0) })
+            ok(
+                db.read {
+                    #expect(lock.lock() == 0)
+                    #expect(lock.unlock() == 0)
+                })
         }
         onThread("lo-locker") {
             #expect(lock.lock() == 0)
@@ -220,7 +293,10 @@ final class LockOrderTests {
         onThread("lo-writer") { #expect(db.write {} == 0) }
         let reports = OrderLog.shared.reports(mentioning: tag)
         #expect(reports.count == 1)
-        #expect(reports.first?.hasPrefix("QueueKit: lock-order inversion (potential deadlock): qk_dbqueue_write(DB queue \"\(tag).db\") closes a cycle of 2") == true)
+        #expect(
+            reports.first?.hasPrefix(
+                "QueueKit: lock-order inversion (potential deadlock): qk_dbqueue_write(DB queue \"\(tag).db\") closes a cycle of 2"
+            ) == true)
         #expect(reports.first?.contains("DB queue \"\(tag).db\" (read) -> condition lock") == true)
         // Later writes report nothing more.
         onThread("lo-writer-2") { #expect(db.write {} == 0) }
@@ -231,15 +307,40 @@ final class LockOrderTests {
     func oneReportPerCall() {
         let tag = unique("one-per-call")
         let db = WDB("\(tag).db")
-        let first = DLock("\(tag).first"), second = DLock("\(tag).second")
-        defer { #expect(db.destroy() == 0); _ = first.destroy(); _ = second.destroy() }
+        let first = DLock("\(tag).first")
+        let second = DLock("\(tag).second")
+        defer {
+            #expect(db.destroy() == 0)
+            _ = first.destroy()
+            _ = second.destroy()
+        }
         // Remembered: reads of db and `first` in both orders.
-        onThread("lo-r1") { ok(db.read { #expect(first.lock() == 0); #expect(first.unlock() == 0) }) }
-        onThread("lo-r2") { #expect(first.lock() == 0); #expect(db.read {} == 0); #expect(first.unlock() == 0) }
+        onThread("lo-r1") {
+            ok(
+                db.read {
+                    #expect(first.lock() == 0)
+                    #expect(first.unlock() == 0)
+                })
+        }
+        onThread("lo-r2") {
+            #expect(first.lock() == 0)
+            #expect(db.read {} == 0)
+            #expect(first.unlock() == 0)
+        }
         // A read of db, then `second`: the first write below, holding `second`, closes this too.
-        onThread("lo-r3") { ok(db.read { #expect(second.lock() == 0); #expect(second.unlock() == 0) }) }
+        onThread("lo-r3") {
+            ok(
+                db.read {
+                    #expect(second.lock() == 0)
+                    #expect(second.unlock() == 0)
+                })
+        }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
-        onThread("lo-w") { #expect(second.lock() == 0); #expect(db.write {} == 0); #expect(second.unlock() == 0) }
+        onThread("lo-w") {
+            #expect(second.lock() == 0)
+            #expect(db.write {} == 0)
+            #expect(second.unlock() == 0)
+        }
         let reports = OrderLog.shared.reports(mentioning: tag)
         #expect(reports.count == 1)
         #expect(reports.first?.contains("qk_dbqueue_write(DB queue \"\(tag).db\")") == true)
@@ -250,12 +351,23 @@ final class LockOrderTests {
         let tag = unique("async-written")
         let db = WDB("\(tag).db")
         let lock = DLock("\(tag).lock")
-        defer { #expect(db.destroy() == 0); _ = lock.destroy() }
+        defer {
+            #expect(db.destroy() == 0)
+            _ = lock.destroy()
+        }
         #expect(db.writeAsync {} == 0)
         #expect(db.flush() == 0)
-        onThread("lo-reader") { ok(db.read { #expect(lock.lock() == 0); #expect(lock.unlock() == 0) }) }
+        onThread("lo-reader") {
+            ok(
+                db.read {
+                    #expect(lock.lock() == 0)
+                    #expect(lock.unlock() == 0)
+                })
+        }
         onThread("lo-locker") {
-            #expect(lock.lock() == 0); #expect(db.read {} == 0); #expect(lock.unlock() == 0)
+            #expect(lock.lock() == 0)
+            #expect(db.read {} == 0)
+            #expect(lock.unlock() == 0)
         }
         #expect(OrderLog.shared.reports(mentioning: tag).count == 1)
     }
@@ -265,9 +377,22 @@ final class LockOrderTests {
         let tag = unique("concurrent")
         let pool = CQueue.create("\(tag).pool", QK_QUEUE_CONCURRENT)
         let lock = DLock("\(tag).lock")
-        defer { pool.release(); _ = lock.destroy() }
-        onThread("lo-shared") { ok(pool.sync { #expect(lock.lock() == 0); #expect(lock.unlock() == 0) }) }
-        onThread("lo-locker") { #expect(lock.lock() == 0); #expect(pool.sync {} == 0); #expect(lock.unlock() == 0) }
+        defer {
+            pool.release()
+            _ = lock.destroy()
+        }
+        onThread("lo-shared") {
+            ok(
+                pool.sync {
+                    #expect(lock.lock() == 0)
+                    #expect(lock.unlock() == 0)
+                })
+        }
+        onThread("lo-locker") {
+            #expect(lock.lock() == 0)
+            #expect(pool.sync {} == 0)
+            #expect(lock.unlock() == 0)
+        }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
         onThread("lo-barrier") { #expect(pool.barrierSync {} == 0) }
         let reports = OrderLog.shared.reports(mentioning: tag)
@@ -279,52 +404,92 @@ final class LockOrderTests {
     @Test("a timed wait is an edge, marked (timed); a deadline already past is not")
     func timedEdges() {
         let tag = unique("timed")
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b"), c = DLock("\(tag).c")
-        defer { _ = a.destroy(); _ = b.destroy(); _ = c.destroy() }
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        let c = DLock("\(tag).c")
+        defer {
+            _ = a.destroy()
+            _ = b.destroy()
+            _ = c.destroy()
+        }
         onThread("lo-timed") {
             #expect(a.lock() == 0)
             #expect(b.lock(until: qk_now_ns() + 5_000_000_000) == 0)
-            #expect(c.lock(until: 0) == 0)   // past deadline: tries once, no edge
-            #expect(c.unlock() == 0); #expect(b.unlock() == 0); #expect(a.unlock() == 0)
+            #expect(c.lock(until: 0) == 0) // past deadline: tries once, no edge
+            #expect(c.unlock() == 0)
+            #expect(b.unlock() == 0)
+            #expect(a.unlock() == 0)
         }
         onThread("lo-plain") {
-            #expect(c.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(c.unlock() == 0)
+            #expect(c.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(c.unlock() == 0)
         }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
         onThread("lo-plain-2") {
-            #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0)
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
         }
         let reports = OrderLog.shared.reports(mentioning: tag)
         #expect(reports.count == 1)
-        #expect(reports.first?.contains("condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock_until (timed), first by") == true)
+        #expect(
+            reports.first?.contains(
+                "condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock_until (timed), first by")
+                == true)
     }
 
-    @Test("test waits: lock_if and await are edges (await waits to take its lock back); a real await keeps the held set whole")
+    @Test(
+        "test waits: lock_if and await are edges (await waits to take its lock back); a real await keeps the held set whole"
+    )
     func testWaits() {
         let tag = unique("test-waits")
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b"), c = DLock("\(tag).c"), d = DLock("\(tag).d")
-        defer { [a, b, c, d].forEach { _ = $0.destroy() } }
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        let c = DLock("\(tag).c")
+        let d = DLock("\(tag).d")
+        defer { for lock in [a, b, c, d] { _ = lock.destroy() } }
         let always: qk_condition_test_t = { _, _ in true }
         let isOne: qk_condition_test_t = { condition, _ in condition == 1 }
         // lock_if while holding a: a -> b; then b -> a closes it.
         onThread("lo-if") {
-            #expect(a.lock() == 0); #expect(qk_condlock_lock_if(b.raw, always, nil) == 0)
-            #expect(b.unlock() == 0); #expect(a.unlock() == 0)
+            #expect(a.lock() == 0)
+            #expect(qk_condlock_lock_if(b.raw, always, nil) == 0)
+            #expect(b.unlock() == 0)
+            #expect(a.unlock() == 0)
         }
-        onThread("lo-if-back") { #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0) }
+        onThread("lo-if-back") {
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
+        }
         let ifReports = OrderLog.shared.reports(mentioning: "\(tag).b")
         #expect(ifReports.count == 1)
-        #expect(ifReports.first?.contains("condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock_if,") == true)
+        #expect(
+            ifReports.first?.contains(
+                "condition lock \"\(tag).a\" -> condition lock \"\(tag).b\": qk_condlock_lock_if,") == true)
         // await while holding c (both taken by try forms, which are no edges): c -> d.
         onThread("lo-await") {
-            #expect(qk_condlock_trylock(d.raw) == 0); #expect(qk_condlock_trylock(c.raw) == 0)
+            #expect(qk_condlock_trylock(d.raw) == 0)
+            #expect(qk_condlock_trylock(c.raw) == 0)
             #expect(qk_condlock_await(d.raw, always, nil) == 0)
-            #expect(c.unlock() == 0); #expect(d.unlock() == 0)
+            #expect(c.unlock() == 0)
+            #expect(d.unlock() == 0)
         }
-        onThread("lo-await-back") { #expect(d.lock() == 0); #expect(c.lock() == 0); #expect(c.unlock() == 0); #expect(d.unlock() == 0) }
+        onThread("lo-await-back") {
+            #expect(d.lock() == 0)
+            #expect(c.lock() == 0)
+            #expect(c.unlock() == 0)
+            #expect(d.unlock() == 0)
+        }
         let awaitReports = OrderLog.shared.reports(mentioning: "\(tag).d")
         #expect(awaitReports.count == 1)
-        #expect(awaitReports.first?.contains("condition lock \"\(tag).c\" -> condition lock \"\(tag).d\": qk_condlock_await,") == true)
+        #expect(
+            awaitReports.first?.contains(
+                "condition lock \"\(tag).c\" -> condition lock \"\(tag).d\": qk_condlock_await,") == true)
         // A real wait: released, handed back, released again: nothing left held.
         let waiting = DispatchSemaphore(value: 0)
         let held = Shared(-1)
@@ -351,18 +516,27 @@ final class LockOrderTests {
         let locks = (0..<4).map { DLock("\(tag).\($0)") }
         let db = WDB("\(tag).db")
         let queue = CQueue.create("\(tag).queue")
-        defer { locks.forEach { _ = $0.destroy() }; #expect(db.destroy() == 0); queue.release() }
+        defer {
+            for lock in locks { _ = lock.destroy() }
+            #expect(db.destroy() == 0)
+            queue.release()
+        }
         let threads = (0..<8).map { index in
             spawn {
                 _ = qkshim_thread_set_name("lo-ordered-\(index)")
                 for round in 0..<200 {
                     // Always queue, then DB, then locks by index (skipping some: still one order).
-                    ok(queue.sync {
-                        ok(db.write {
-                            for (position, lock) in locks.enumerated() where (round + position) % 3 != 0 { #expect(lock.lock() == 0) }
-                            for (position, lock) in locks.enumerated().reversed() where (round + position) % 3 != 0 { #expect(lock.unlock() == 0) }
+                    ok(
+                        queue.sync {
+                            ok(
+                                db.write {
+                                    for (position, lock) in locks.enumerated() where (round + position) % 3 != 0 {
+                                        #expect(lock.lock() == 0)
+                                    }
+                                    for (position, lock) in locks.enumerated().reversed()
+                                    where (round + position) % 3 != 0 { #expect(lock.unlock() == 0) }
+                                })
                         })
-                    })
                 }
             }
         }
@@ -370,25 +544,32 @@ final class LockOrderTests {
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
     }
 
-    @Test("inline nesting (read/write inside a write of the same DB queue, perform on the current queue) records no edge")
+    @Test(
+        "inline nesting (read/write inside a write of the same DB queue, perform on the current queue) records no edge")
     func inlineNesting() {
         let tag = unique("inline")
         let db = WDB("\(tag).db")
         let queue = CQueue.create("\(tag).queue")
         let lock = DLock("\(tag).lock")
-        defer { #expect(db.destroy() == 0); queue.release(); _ = lock.destroy() }
+        defer {
+            #expect(db.destroy() == 0)
+            queue.release()
+            _ = lock.destroy()
+        }
         onThread("lo-inline") {
-            ok(db.write {
-                #expect(lock.lock() == 0)
-                #expect(db.write {} == 0)
-                #expect(db.read {} == 0)
-                #expect(lock.unlock() == 0)
-            })
-            ok(queue.sync {
-                #expect(lock.lock() == 0)
-                #expect(queue.perform {} == 0)
-                #expect(lock.unlock() == 0)
-            })
+            ok(
+                db.write {
+                    #expect(lock.lock() == 0)
+                    #expect(db.write {} == 0)
+                    #expect(db.read {} == 0)
+                    #expect(lock.unlock() == 0)
+                })
+            ok(
+                queue.sync {
+                    #expect(lock.lock() == 0)
+                    #expect(queue.perform {} == 0)
+                    #expect(lock.unlock() == 0)
+                })
         }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
     }
@@ -396,8 +577,12 @@ final class LockOrderTests {
     @Test("try forms record no edge")
     func tryForms() {
         let tag = unique("try")
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b")
-        defer { _ = a.destroy(); _ = b.destroy() }
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        defer {
+            _ = a.destroy()
+            _ = b.destroy()
+        }
         onThread("lo-try") {
             #expect(a.lock() == 0)
             #expect(qk_condlock_trylock(b.raw) == 0)
@@ -407,7 +592,10 @@ final class LockOrderTests {
             #expect(a.unlock() == 0)
         }
         onThread("lo-plain") {
-            #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0)
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
         }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
     }
@@ -418,14 +606,23 @@ final class LockOrderTests {
         let queue = CQueue.create("\(tag).queue")
         let lock = DLock("\(tag).lock")
         let done = DispatchSemaphore(value: 0)
-        defer { queue.release(); _ = lock.destroy() }
+        defer {
+            queue.release()
+            _ = lock.destroy()
+        }
         onThread("lo-async") {
             #expect(lock.lock() == 0)
             #expect(queue.async { done.signal() } == 0)
             #expect(lock.unlock() == 0)
         }
         #expect(waits(for: done))
-        onThread("lo-block") { ok(queue.sync { #expect(lock.lock() == 0); #expect(lock.unlock() == 0) }) }
+        onThread("lo-block") {
+            ok(
+                queue.sync {
+                    #expect(lock.lock() == 0)
+                    #expect(lock.unlock() == 0)
+                })
+        }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
     }
 
@@ -438,31 +635,60 @@ final class LockOrderTests {
         #expect(qk_set_lock_order_mode(Int32(QK_LOCK_ORDER_OFF.rawValue)) == 0)
         #expect(qk_lock_order_mode() == Int32(QK_LOCK_ORDER_OFF.rawValue))
         #expect(Diagnostics.lockOrder == .off)
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b")
-        defer { _ = a.destroy(); _ = b.destroy() }
-        onThread("lo-off-1") { #expect(a.lock() == 0); #expect(b.lock() == 0); #expect(b.unlock() == 0); #expect(a.unlock() == 0) }
-        onThread("lo-off-2") { #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0) }
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        defer {
+            _ = a.destroy()
+            _ = b.destroy()
+        }
+        onThread("lo-off-1") {
+            #expect(a.lock() == 0)
+            #expect(b.lock() == 0)
+            #expect(b.unlock() == 0)
+            #expect(a.unlock() == 0)
+        }
+        onThread("lo-off-2") {
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
+        }
         #expect(LockOrder.edgeCount == 0)
         // On again: an empty graph, so the first order alone reports nothing.
         Diagnostics.lockOrder = .report
         #expect(Diagnostics.lockOrder == .report)
-        onThread("lo-on") { #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0) }
+        onThread("lo-on") {
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
+        }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
     }
 
     @Test("objects held when the witness is turned on are not witnessed")
     func heldWhenTurnedOn() {
         let tag = unique("held-at-on")
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b")
-        defer { _ = a.destroy(); _ = b.destroy() }
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        defer {
+            _ = a.destroy()
+            _ = b.destroy()
+        }
         Diagnostics.lockOrder = .off
         onThread("lo-held") {
             #expect(a.lock() == 0)
             Diagnostics.lockOrder = .report
-            #expect(b.lock() == 0)    // a was taken while off: no edge a -> b
-            #expect(b.unlock() == 0); #expect(a.unlock() == 0)
+            #expect(b.lock() == 0) // a was taken while off: no edge a -> b
+            #expect(b.unlock() == 0)
+            #expect(a.unlock() == 0)
         }
-        onThread("lo-reverse") { #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0) }
+        onThread("lo-reverse") {
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
+        }
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
     }
 
@@ -473,21 +699,44 @@ final class LockOrderTests {
         defer { _ = a.destroy() }
         for round in 0..<50 {
             let b = DLock("\(tag).b\(round)")
-            onThread("lo-before") { #expect(a.lock() == 0); #expect(b.lock() == 0); #expect(b.unlock() == 0); #expect(a.unlock() == 0) }
+            onThread("lo-before") {
+                #expect(a.lock() == 0)
+                #expect(b.lock() == 0)
+                #expect(b.unlock() == 0)
+                #expect(a.unlock() == 0)
+            }
             #expect(b.destroy() == 0)
             let db = WDB("\(tag).db\(round)")
-            onThread("lo-db") { ok(db.write { #expect(a.lock() == 0); #expect(a.unlock() == 0) }) }
+            onThread("lo-db") {
+                ok(
+                    db.write {
+                        #expect(a.lock() == 0)
+                        #expect(a.unlock() == 0)
+                    })
+            }
             #expect(db.destroy() == 0)
             let queue = CQueue.create("\(tag).q\(round)")
-            onThread("lo-queue") { ok(queue.sync { #expect(a.lock() == 0); #expect(a.unlock() == 0) }) }
+            onThread("lo-queue") {
+                ok(
+                    queue.sync {
+                        #expect(a.lock() == 0)
+                        #expect(a.unlock() == 0)
+                    })
+            }
             queue.release()
             // New objects, often at the addresses just freed: the reverse orders are no cycle.
             let b2 = DLock("\(tag).b\(round)'")
             let db2 = WDB("\(tag).db\(round)'")
             let queue2 = CQueue.create("\(tag).q\(round)'")
             onThread("lo-after") {
-                #expect(b2.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b2.unlock() == 0)
-                #expect(a.lock() == 0); #expect(db2.write {} == 0); #expect(queue2.sync {} == 0); #expect(a.unlock() == 0)
+                #expect(b2.lock() == 0)
+                #expect(a.lock() == 0)
+                #expect(a.unlock() == 0)
+                #expect(b2.unlock() == 0)
+                #expect(a.lock() == 0)
+                #expect(db2.write {} == 0)
+                #expect(queue2.sync {} == 0)
+                #expect(a.unlock() == 0)
             }
             #expect(b2.destroy() == 0)
             #expect(db2.destroy() == 0)
@@ -501,11 +750,22 @@ final class LockOrderTests {
     @Test("the handler's own calls are not witnessed, and one that would wait returns EDEADLK at once")
     func handlerCalls() {
         let tag = unique("handler")
-        let a = DLock("\(tag).a"), b = DLock("\(tag).b"), free = DLock("\(tag).free"), busy = DLock("\(tag).busy")
+        let a = DLock("\(tag).a")
+        let b = DLock("\(tag).b")
+        let free = DLock("\(tag).free")
+        let busy = DLock("\(tag).busy")
         let c = DLock("\(tag).c")
         let queue = CQueue.create("\(tag).queue")
         let db = WDB("\(tag).db")
-        defer { _ = a.destroy(); _ = b.destroy(); _ = free.destroy(); _ = busy.destroy(); _ = c.destroy(); queue.release(); #expect(db.destroy() == 0) }
+        defer {
+            _ = a.destroy()
+            _ = b.destroy()
+            _ = free.destroy()
+            _ = busy.destroy()
+            _ = c.destroy()
+            queue.release()
+            #expect(db.destroy() == 0)
+        }
         let statuses = Shared<[Int32]>([])
         Diagnostics.onLockOrderViolation { report in
             OrderLog.shared.append(report)
@@ -519,10 +779,25 @@ final class LockOrderTests {
         }
         defer { Diagnostics.onLockOrderViolation { OrderLog.shared.append($0) } }
         #expect(busy.lock() == 0)
-        onThread("lo-h1") { #expect(a.lock() == 0); #expect(b.lock() == 0); #expect(b.unlock() == 0); #expect(a.unlock() == 0) }
-        onThread("lo-h2") { #expect(b.lock() == 0); #expect(a.lock() == 0); #expect(a.unlock() == 0); #expect(b.unlock() == 0) }
+        onThread("lo-h1") {
+            #expect(a.lock() == 0)
+            #expect(b.lock() == 0)
+            #expect(b.unlock() == 0)
+            #expect(a.unlock() == 0)
+        }
+        onThread("lo-h2") {
+            #expect(b.lock() == 0)
+            #expect(a.lock() == 0)
+            #expect(a.unlock() == 0)
+            #expect(b.unlock() == 0)
+        }
         #expect(busy.unlock() == 0)
-        onThread("lo-h3") { #expect(c.lock() == 0); #expect(b.lock() == 0); #expect(b.unlock() == 0); #expect(c.unlock() == 0) }
+        onThread("lo-h3") {
+            #expect(c.lock() == 0)
+            #expect(b.lock() == 0)
+            #expect(b.unlock() == 0)
+            #expect(c.unlock() == 0)
+        }
         #expect(OrderLog.shared.reports(mentioning: tag).count == 1)
         #expect(statuses.value == [0, 0, EDEADLK, EDEADLK, EDEADLK, EDEADLK, 0, 0])
     }
@@ -533,8 +808,8 @@ final class LockOrderTests {
         let lock = ConditionLock(condition: 0, name: "\(tag).lock")
         let db = try DBQueue(label: "\(tag).db")
         let box = Unchecked((lock, db))
-        onThread("lo-swift-1") { try? box.value.1.write { try? box.value.0.withLock { } } }
-        onThread("lo-swift-2") { try? box.value.0.withLock { try? box.value.1.read { } } }
+        onThread("lo-swift-1") { try? box.value.1.write { try? box.value.0.withLock {} } }
+        onThread("lo-swift-2") { try? box.value.0.withLock { try? box.value.1.read {} } }
         #expect(OrderLog.shared.reports(mentioning: tag).count == 1)
         Diagnostics.lockOrder = .abort
         #expect(qk_lock_order_mode() == Int32(QK_LOCK_ORDER_ABORT.rawValue))
@@ -548,7 +823,7 @@ final class LockOrderTests {
     func topologicalOrder() {
         let tag = unique("order")
         let locks = (0..<24).map { DLock("\(tag).\($0)") }
-        defer { locks.forEach { _ = $0.destroy() } }
+        defer { for lock in locks { _ = lock.destroy() } }
         // Edges i -> j for i < j, inserted in a scrambled order: never a cycle.
         var pairs: [(Int, Int)] = []
         for i in 0..<locks.count { for j in (i + 1)..<locks.count { pairs.append((i, j)) } }
@@ -557,18 +832,23 @@ final class LockOrderTests {
         let order = pairs
         onThread("lo-order") {
             for (i, j) in order {
-                #expect(locks[i].lock() == 0); #expect(locks[j].lock() == 0)
-                #expect(locks[j].unlock() == 0); #expect(locks[i].unlock() == 0)
+                #expect(locks[i].lock() == 0)
+                #expect(locks[j].lock() == 0)
+                #expect(locks[j].unlock() == 0)
+                #expect(locks[i].unlock() == 0)
             }
         }
         #expect(LockOrder.orderIsTopological)
         #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
         onThread("lo-back") {
-            #expect(locks[23].lock() == 0); #expect(locks[0].lock() == 0); #expect(locks[0].unlock() == 0); #expect(locks[23].unlock() == 0)
+            #expect(locks[23].lock() == 0)
+            #expect(locks[0].lock() == 0)
+            #expect(locks[0].unlock() == 0)
+            #expect(locks[23].unlock() == 0)
         }
         let reports = OrderLog.shared.reports(mentioning: tag)
         #expect(reports.count == 1)
-        #expect(reports.first?.contains("closes a cycle of 2") == true)   // the shortest: 0 -> 23 -> 0
+        #expect(reports.first?.contains("closes a cycle of 2") == true) // the shortest: 0 -> 23 -> 0
         #expect(LockOrder.orderIsTopological)
     }
 
@@ -578,7 +858,10 @@ final class LockOrderTests {
         let holder = DLock("\(tag).holder")
         let count = LockOrderGraph.edgeLimit + 1
         let locks = (0..<count).map { _ in DLock("\(tag).n") }
-        defer { _ = holder.destroy(); locks.forEach { _ = $0.destroy() } }
+        defer {
+            _ = holder.destroy()
+            for lock in locks { _ = lock.destroy() }
+        }
         let modes = Shared<[Int32]>([])
         LockOrder.recordsCallSites = false
         defer { LockOrder.recordsCallSites = true }
@@ -600,7 +883,7 @@ final class LockOrderTests {
     func deepNesting() {
         let tag = unique("deep")
         let locks = (0..<70).map { DLock("\(tag).\($0)") }
-        defer { locks.forEach { _ = $0.destroy() } }
+        defer { for lock in locks { _ = lock.destroy() } }
         onThread("lo-deep") {
             for lock in locks { #expect(lock.lock() == 0) }
             #expect(LockOrder.heldByCurrentThread == LockOrderThread.capacity)
@@ -608,7 +891,10 @@ final class LockOrderTests {
             #expect(LockOrder.heldByCurrentThread == 0)
         }
         onThread("lo-deep-back") {
-            #expect(locks[1].lock() == 0); #expect(locks[0].lock() == 0); #expect(locks[0].unlock() == 0); #expect(locks[1].unlock() == 0)
+            #expect(locks[1].lock() == 0)
+            #expect(locks[0].lock() == 0)
+            #expect(locks[0].unlock() == 0)
+            #expect(locks[1].unlock() == 0)
         }
         #expect(OrderLog.shared.reports(mentioning: tag).count == 1)
     }

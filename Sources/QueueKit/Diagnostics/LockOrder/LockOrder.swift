@@ -34,13 +34,19 @@ package enum LockOrder {
         modeChange.withLock { _ in
             let old = qkshim_lockorder_mode_get()
             if old == 0 && new != 0 {
-                graph.withLock { $0 = LockOrderGraph(); qkshim_lockorder_nodes_clear() }
+                graph.withLock {
+                    $0 = LockOrderGraph()
+                    qkshim_lockorder_nodes_clear()
+                }
                 qkshim_lockorder_session_bump()
                 qkshim_lockorder_epoch_bump()
             }
             qkshim_lockorder_mode_set(new)
             if new == 0 && old != 0 {
-                graph.withLock { $0 = nil; qkshim_lockorder_nodes_clear() }
+                graph.withLock {
+                    $0 = nil
+                    qkshim_lockorder_nodes_clear()
+                }
                 qkshim_lockorder_epoch_bump()
             }
         }
@@ -81,7 +87,9 @@ package enum LockOrder {
     /// and a task's). `call` names a call that may wait and took the lock without waiting: its
     /// edges are recorded here, as `willWait` would have (`nil`: recorded on the way in, or none).
     @inlinable @inline(__always)
-    static func acquired(_ object: AnyObject, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) {
+    static func acquired(
+        _ object: AnyObject, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever
+    ) {
         if _slowPath(isOn) { push(LockOrderObject(object), recording: call, deadline: deadline) }
     }
 
@@ -252,7 +260,8 @@ package enum LockOrder {
         if holdsMainQueue {
             let main = LockOrderObject(Queue.main)
             if main.address != target.address
-                && !state.pointee.knows(main.address, target.address, bitsTo, epoch: epoch) {
+                && !state.pointee.knows(main.address, target.address, bitsTo, epoch: epoch)
+            {
                 missed = true
             }
         }
@@ -283,12 +292,17 @@ package enum LockOrder {
             var best: LockOrderGraph.Cycle?
             for (address, heldMode) in held {
                 let key = LockOrderGraph.EdgeKey(
-                    from: address, to: target.address, bits: LockOrderGraph.EdgeKey.bits(from: heldMode, to: mode, timed: timed))
+                    from: address, to: target.address,
+                    bits: LockOrderGraph.EdgeKey.bits(from: heldMode, to: mode, timed: timed))
                 if graph.contains(key) { continue }
-                if graph.edgeCount >= LockOrderGraph.edgeLimit { full = true; break }
+                if graph.edgeCount >= LockOrderGraph.edgeLimit {
+                    full = true
+                    break
+                }
                 if record == nil { record = firstSighting(call: call, timed: timed, state: state) }
                 if let cycle = graph.add(key, from: LockOrderObject(address: address), to: target, record: record!),
-                   best == nil || cycle.edges.count < best!.edges.count {
+                    best == nil || cycle.edges.count < best!.edges.count
+                {
                     best = cycle
                 }
             }
@@ -314,17 +328,17 @@ package enum LockOrder {
         }
         let name = state.pointee.name
         #if QUEUEKIT_TESTING
-        let site: UInt = recordsCallSites ? qkshim_lockorder_call_site() : 0
+            let site: UInt = recordsCallSites ? qkshim_lockorder_call_site() : 0
         #else
-        let site = qkshim_lockorder_call_site()
+            let site = qkshim_lockorder_call_site()
         #endif
         return LockOrderGraph.Record(call: call, timed: timed, thread: qkshim_thread_id(), threadName: name, site: site)
     }
 
     #if QUEUEKIT_TESTING
-    /// Test seam: whether first sightings look up their call site (a stack walk; the edge-limit
-    /// test makes 65,537 of them).
-    nonisolated(unsafe) static var recordsCallSites = true
+        /// Test seam: whether first sightings look up their call site (a stack walk; the edge-limit
+        /// test makes 65,537 of them).
+        nonisolated(unsafe) static var recordsCallSites = true
     #endif
 
     @usableFromInline @inline(never)
@@ -402,16 +416,16 @@ package enum LockOrder {
     nonisolated(unsafe) private static var abandonedInFork: [LockOrderGraph] = []
 
     #if QUEUEKIT_TESTING
-    /// Test seam: the number of edges the graph holds (0 when off), and whether its order is
-    /// topological.
-    static var edgeCount: Int { graph.withLock { $0?.edgeCount ?? 0 } }
-    static var orderIsTopological: Bool { graph.withLock { $0?.orderIsTopological ?? true } }
-    /// Test seam: what the calling thread holds, as the witness sees it.
-    static var heldByCurrentThread: Int {
-        guard let state = LockOrderThread.currentIfAny else { return 0 }
-        state.pointee.join(qkshim_lockorder_session_get())
-        return state.pointee.count
-    }
+        /// Test seam: the number of edges the graph holds (0 when off), and whether its order is
+        /// topological.
+        static var edgeCount: Int { graph.withLock { $0?.edgeCount ?? 0 } }
+        static var orderIsTopological: Bool { graph.withLock { $0?.orderIsTopological ?? true } }
+        /// Test seam: what the calling thread holds, as the witness sees it.
+        static var heldByCurrentThread: Int {
+            guard let state = LockOrderThread.currentIfAny else { return 0 }
+            state.pointee.join(qkshim_lockorder_session_get())
+            return state.pointee.count
+        }
     #endif
 }
 

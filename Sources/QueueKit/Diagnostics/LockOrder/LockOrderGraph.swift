@@ -113,8 +113,10 @@ final class LockOrderGraph {
         let node = Node(object: object, base: base)
         nodes[key] = node
         qkshim_lockorder_node_mark(key)
-        let inE = Self.askedVertex(base, .exclusive), inS = Self.askedVertex(base, .shared)
-        let outE = Self.heldVertex(base, .exclusive), outS = Self.heldVertex(base, .shared)
+        let inE = Self.askedVertex(base, .exclusive)
+        let inS = Self.askedVertex(base, .shared)
+        let outE = Self.heldVertex(base, .exclusive)
+        let outS = Self.heldVertex(base, .shared)
         link(inE, outE)
         link(inE, outS)
         link(inS, outE)
@@ -137,14 +139,15 @@ final class LockOrderGraph {
     /// (the edge is then remembered as known but left out of the order), or `nil`.
     func add(_ key: EdgeKey, from: LockOrderObject, to: LockOrderObject, record: Record) -> Cycle? {
         guard edges[key] == nil else { return nil }
-        let source = base(for: from), target = base(for: to)
+        let source = base(for: from)
+        let target = base(for: to)
         edges[key] = record
         nodes[key.from]?.edges.append(key)
         nodes[key.to]?.edges.append(key)
         let u = Self.heldVertex(source, key.fromMode)
         let v = Self.askedVertex(target, key.toMode)
         let pair = Self.pair(u, v)
-        if vertexEdges[pair] != nil { return nil }   // the same vertex edge, timed the other way
+        if vertexEdges[pair] != nil { return nil } // the same vertex edge, timed the other way
         if let path = insert(u, v) { return cycle(closing: key, record: record, path: path) }
         vertexEdges[pair] = key
         return nil
@@ -157,7 +160,8 @@ final class LockOrderGraph {
         let base = base(for: object)
         if nodes[object.address]?.written == true { return nil }
         nodes[object.address]?.written = true
-        let inS = Self.askedVertex(base, .shared), outS = Self.heldVertex(base, .shared)
+        let inS = Self.askedVertex(base, .shared)
+        let outS = Self.heldVertex(base, .shared)
         guard let path = insert(inS, outS) else { return nil }
         // The path runs from outS (held shared) around to inS (asked shared): object edges only.
         return Cycle(edges: objectEdges(along: path))
@@ -167,13 +171,17 @@ final class LockOrderGraph {
     /// cycle (then nothing changed).
     private func insert(_ u: Int32, _ v: Int32) -> [Int32]? {
         if u == v { return [v] }
-        let upper = vertices[Int(u)].rank, lower = vertices[Int(v)].rank
+        let upper = vertices[Int(u)].rank
+        let lower = vertices[Int(v)].rank
         if upper < lower {
             link(u, v)
             return nil
         }
         stamp &+= 1
-        if stamp == 0 { for index in vertices.indices { vertices[index].mark = 0 }; stamp = 1 }
+        if stamp == 0 {
+            for index in vertices.indices { vertices[index].mark = 0 }
+            stamp = 1
+        }
         // Forward from v through ranks below u's: reaching u is a cycle.
         var forward: [Int32] = []
         var stack: [Int32] = [v]
@@ -229,7 +237,10 @@ final class LockOrderGraph {
         }
         var path: [Int32] = [goal]
         var at = goal
-        while at != start, let back = previous[at] { path.append(back); at = back }
+        while at != start, let back = previous[at] {
+            path.append(back)
+            at = back
+        }
         return path.reversed()
     }
 
@@ -280,15 +291,15 @@ final class LockOrderGraph {
     func isWritten(_ address: UInt) -> Bool { nodes[address]?.written ?? false }
 
     #if QUEUEKIT_TESTING
-    /// Test seam: whether every vertex edge goes from a lower rank to a higher one.
-    var orderIsTopological: Bool {
-        for (index, vertex) in vertices.enumerated() where vertex.owner != 0 {
-            for next in vertex.out where vertices[Int(next)].rank <= vertex.rank {
-                _ = index
-                return false
+        /// Test seam: whether every vertex edge goes from a lower rank to a higher one.
+        var orderIsTopological: Bool {
+            for (index, vertex) in vertices.enumerated() where vertex.owner != 0 {
+                for next in vertex.out where vertices[Int(next)].rank <= vertex.rank {
+                    _ = index
+                    return false
+                }
             }
+            return true
         }
-        return true
-    }
     #endif
 }

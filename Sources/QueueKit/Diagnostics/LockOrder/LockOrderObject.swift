@@ -34,8 +34,12 @@ struct LockOrderObject {
     func description(_ mode: LockOrderMode) -> String {
         let object = self.object
         if let queue = object as? Queue {
-            if queue.dispatchQueue == nil { return "\(DeadlockReport.describe(queue)) (\(mode == .shared ? "read" : "write"))" }
-            if !queue.isSerial { return "\(DeadlockReport.describe(queue)) (\(mode == .shared ? "shared" : "barrier"))" }
+            if queue.dispatchQueue == nil {
+                return "\(DeadlockReport.describe(queue)) (\(mode == .shared ? "read" : "write"))"
+            }
+            if !queue.isSerial {
+                return "\(DeadlockReport.describe(queue)) (\(mode == .shared ? "shared" : "barrier"))"
+            }
             return DeadlockReport.describe(queue)
         }
         return description

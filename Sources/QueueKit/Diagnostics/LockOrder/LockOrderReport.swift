@@ -15,8 +15,11 @@ import QueueKitShim
 /// first, under the same lock).
 enum LockOrderReport {
     /// The report of `cycle`, closed by `call` on `object`; `newEdge` is marked as the new one.
-    static func text(call: StaticString, object: LockOrderObject, cycle: LockOrderGraph.Cycle, newEdge: LockOrderGraph.EdgeKey?) -> String {
-        var text = "QueueKit: lock-order inversion (potential deadlock): \(call)(\(object.description)) closes a cycle of \(cycle.edges.count)\n"
+    static func text(
+        call: StaticString, object: LockOrderObject, cycle: LockOrderGraph.Cycle, newEdge: LockOrderGraph.EdgeKey?
+    ) -> String {
+        var text =
+            "QueueKit: lock-order inversion (potential deadlock): \(call)(\(object.description)) closes a cycle of \(cycle.edges.count)\n"
         for (key, record) in cycle.edges {
             let from = LockOrderObject(address: key.from).description(key.fromMode)
             let to = LockOrderObject(address: key.to).description(key.toMode)

@@ -116,7 +116,9 @@ struct LockOrderThread {
         overflow += 1
         if !warnedDepth {
             warnedDepth = true
-            LockOrder.line("QueueKit: lock-order witness: more than \(Self.capacity) objects held by one thread; deeper nesting is not witnessed\n")
+            LockOrder.line(
+                "QueueKit: lock-order witness: more than \(Self.capacity) objects held by one thread; deeper nesting is not witnessed\n"
+            )
         }
     }
 
@@ -139,7 +141,10 @@ struct LockOrderThread {
     @inline(__always)
     mutating func leaveBlock(_ entries: Int) {
         var remaining = entries
-        while remaining > 0 && overflow > 0 { overflow -= 1; remaining -= 1 }
+        while remaining > 0 && overflow > 0 {
+            overflow -= 1
+            remaining -= 1
+        }
         // A condition lock taken inside the block and still held sits above the block's entries.
         var index = count - 1
         while remaining > 0 && index >= 0 {
@@ -160,7 +165,9 @@ struct LockOrderThread {
         hash ^= (to &>> 4) &+ UInt(bits) &* 0x85EB_CA6B
         hash ^= hash &>> 29
         let slot = cache + Int(hash & UInt(Self.cacheSize - 1))
-        if slot.pointee.from == from && slot.pointee.to == to && slot.pointee.bits == bits && slot.pointee.epoch == epoch {
+        if slot.pointee.from == from && slot.pointee.to == to && slot.pointee.bits == bits
+            && slot.pointee.epoch == epoch
+        {
             return true
         }
         slot.pointee = LockOrderCacheEntry(from: from, to: to, bits: bits, epoch: epoch)
