@@ -138,9 +138,10 @@ typedef void (*qk_function_t)(void *context);
 
 /** Every non-zero status a QueueKit function returns, one `XX(code, description)` per status:
  *  `code` is the <errno.h> constant, `description` what it means from QueueKit. This one list
- *  produces qk_strerror, qk_status_name, the Swift QueueKitError constants and the manual's
- *  table of statuses (EOWNERDEAD and ENOTRECOVERABLE: see "Threads that die and processes that
- *  fork" above). Expand it with a macro of your own, after including <errno.h>:
+ *  produces qk_strerror, qk_status_name and the manual's table of statuses (EOWNERDEAD and
+ *  ENOTRECOVERABLE: see "Threads that die and processes that fork" above); the tests check the
+ *  Swift QueueKitError constants against it. Expand it with a macro of your own, after
+ *  including <errno.h>:
  *
  *      #define NAME_CASE(code, description) case code: return #code;
  *      switch (status) { QK_STATUS_MAP(NAME_CASE) default: return "?"; }

@@ -153,7 +153,7 @@ enum Catalog {
         add(read, "QueueKit qk_dbqueue_read", qk: true, 4_000_000) { qkb_qk_read($0) }
         add(read, "pthread_rwlock rdlock+unlock", 4_000_000) { qkb_rwlock_read($0) }
         add(read, "GCD dispatch_sync_f (concurrent)", 4_000_000) { qkb_gcd_sync_read($0) }
-        add(read, "seed get_specific+dispatch_sync_f", 4_000_000) { qkb_seed_read($0) }
+        add(read, "plain get_specific+dispatch_sync_f", 4_000_000) { qkb_specific_read($0) }
 
         let swiftRead = "uncontended read, Swift API"
         add(swiftRead, "QueueKit DBQueue.read {}", qk: true, 4_000_000, SwiftRows.kernel("qkbench_swift_dbqueue_read"))
@@ -163,7 +163,7 @@ enum Catalog {
         add(nested, "QueueKit qk_dbqueue_read", qk: true, 4_000_000) { qkb_qk_nested_read($0) }
         add(nested, "the work alone (direct call)", 4_000_000) { qkb_direct_call($0) }
         add(nested, "pthread_rwlock recursive rdlock", 4_000_000) { qkb_rwlock_nested_read($0) }
-        add(nested, "seed get_specific, inline", 4_000_000) { qkb_seed_nested_read($0) }
+        add(nested, "plain get_specific, inline", 4_000_000) { qkb_specific_nested_read($0) }
 
         let async = "write_async (submit N, then wait)"
         add(async, "QueueKit qk_dbqueue_write_async", qk: true, 200_000) { qkb_qk_write_async($0) }
@@ -185,7 +185,7 @@ enum Catalog {
                 add(mixed, "pthread_rwlock", n, mix(QKB_MIX_RWLOCK))
                 add(mixed, "GCD sync + barrier_async", n / 4, mix(QKB_MIX_GCD))
                 add(mixed, "GCD sync + barrier_sync", n / 4, mix(QKB_MIX_GCD_SYNC))
-                add(mixed, "seed get_specific+sync, barrier_async", n / 4, mix(QKB_MIX_SEED))
+                add(mixed, "plain get_specific+sync, barrier_async", n / 4, mix(QKB_MIX_SPECIFIC))
             }
         }
         return rows
@@ -264,28 +264,28 @@ enum Catalog {
     static let bridge = "continuation bridge (withCheckedContinuation + DispatchQueue.async)"
     static let defaultExecutor = "the same actor on the default executor"
 
-    // MARK: Targets, keyed by workload | QueueKit row | anchor row (the source names the issue)
+    // MARK: Targets, keyed by workload | QueueKit row | anchor row (the source names the goal)
 
     static func target(workload: String, queueKit: String, anchor: String) -> Target? {
         switch (workload, queueKit, anchor) {
         case ("uncontended lock+unlock", _, "pthread_mutex"):
-            return Target(limit: 1.5, source: "issue 4")
+            return Target(limit: 1.5, source: "condition lock goal")
         case (witnessed, _, "QueueKit, witness off"):
             return Target(limit: 3, source: "witness cost bound")
         case ("ping-pong round (2 threads)", _, "pthread mutex+condvar broadcast"):
-            return Target(limit: 0.5, source: "issue 4")
+            return Target(limit: 0.5, source: "condition lock goal")
         case ("ping-pong round (2 threads)", _, "Foundation NSConditionLock"):
-            return Target(limit: 0.25, source: "issue 4")
+            return Target(limit: 0.25, source: "condition lock goal")
         case ("chain of 32 threads", _, "pthread mutex+condvar broadcast"):
-            return Target(limit: 0.1, source: "issue 4")
+            return Target(limit: 0.1, source: "condition lock goal")
         case ("uncontended read", _, "pthread_rwlock rdlock+unlock"):
-            return Target(limit: 2, source: "issue 3")
+            return Target(limit: 2, source: "DB queue goal")
         case ("uncontended read", _, "GCD dispatch_sync_f (concurrent)"):
-            return Target(limit: 0.75, source: "issue 3")
+            return Target(limit: 0.75, source: "DB queue goal")
         case ("uncontended read, Swift API", _, "DispatchQueue.sync {} (concurrent)"):
-            return Target(limit: 0.5, source: "issue 3")
+            return Target(limit: 0.5, source: "DB queue goal")
         case ("write_async (submit N, then wait)", _, "GCD dispatch_barrier_async_f"):
-            return Target(limit: 0.5, source: "issue 11")
+            return Target(limit: 0.5, source: "contended DB queue goal")
         // "Mixed 90/10 throughput from several threads ≥ both raw GCD and pthread_rwlock", as time
         // per operation ≤ 1×. Synchronous QueueKit writes are held to both anchors; asynchronous
         // ones to GCD, whose writes are asynchronous too (an asynchronous write makes every later
@@ -293,28 +293,28 @@ enum Catalog {
         // writes in place: that ratio is reported, not targeted).
         case (let w, "QueueKit read + write", "pthread_rwlock") where isSeveralThreads9010(w),
             (let w, _, "GCD sync + barrier_async") where isSeveralThreads9010(w):
-            return Target(limit: 1, source: "issue 3, throughput")
+            return Target(limit: 1, source: "DB queue throughput goal")
         // Contention: synchronous writes at 4 and 8 threads as fast as the rwlock; read +
         // write_async within 2× of the rwlock's read + write on one thread and at least as fast
         // as the best anchor on two; write_async at most half of a GCD barrier.
         case (let w, "QueueKit read + write", "pthread_rwlock") where isContended(w):
-            return Target(limit: 1, source: "issue 11")
+            return Target(limit: 1, source: "contended DB queue goal")
         case (let w, "QueueKit read + write_async", "pthread_rwlock") where w == "mixed 90/10 r/w, 1 thread":
-            return Target(limit: 2, source: "issue 11")
+            return Target(limit: 2, source: "contended DB queue goal")
         case ("mixed 90/10 r/w, 2 threads", "QueueKit read + write_async", bestOfMixedAnchors):
-            return Target(limit: 1, source: "issue 11")
+            return Target(limit: 1, source: "contended DB queue goal")
         // The fairness bound: a synchronous writer among 8 threads waits at most 2 ms (p99).
         case (let w, "QueueKit read + write", writersP99) where w.hasPrefix("mixed ") && w.hasSuffix(" 8 threads"):
-            return Target(limit: 2_000_000, source: "issue 11")
+            return Target(limit: 2_000_000, source: "contended DB queue goal")
         case ("uncontended async read", _, bridge):
-            return Target(limit: 0.25, source: "issue 12")
+            return Target(limit: 0.25, source: "Swift concurrency goal")
         // What linking QueueKit adds to a process start, and QueueKit's own share of it.
         case (startupWorkload, _, "ns more than the \(emptyProgram)"):
             return Target(limit: 500_000, source: "linking")
         case (startupWorkload, _, "ns more than the \(sameNeeded)"):
             return Target(limit: 200_000, source: "linking")
         case ("actor method call", _, defaultExecutor):
-            return Target(limit: 1.5, source: "issue 12")
+            return Target(limit: 1.5, source: "Swift concurrency goal")
         default:
             return nil
         }

@@ -37,7 +37,7 @@ enum Report {
                             Ratio(
                                 workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
                                 value: qk.median - anchor.median, kind: .difference,
-                                target: Target(limit: 5, source: "issue 3")))
+                                target: Target(limit: 5, source: "DB queue goal")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {
@@ -61,7 +61,8 @@ enum Report {
                         Ratio(
                             workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
                             value: futile, kind: .count,
-                            target: workload == "chain of 32 threads" ? Target(limit: 0.05, source: "issue 4") : nil))
+                            target: workload == "chain of 32 threads"
+                                ? Target(limit: 0.05, source: "condition lock goal") : nil))
                 }
             }
         }

@@ -80,13 +80,11 @@ extension ConditionLock {
     /// The lock's name, "" when unnamed (out of memory, setting it changes nothing). Thread-safe.
     public var name: String {
         get { nameStorage.withLock { $0?.string } ?? "" }
-        set {
-            guard let copy = CString(newValue) else { return } // out of memory: unchanged
-            nameStorage.withLock { $0 = copy }
-        }
+        set { newValue.withCString { try? setName(copying: $0) } }
     }
 
-    /// Names the lock with a copy of `name` (`nil`: unnamed); `outOfMemory` leaves it unchanged.
+    /// The one setter of the name: a copy of `name` (`nil`: unnamed). Out of memory it leaves the
+    /// name unchanged and throws `outOfMemory` (the Swift setter ignores it, the C call returns it).
     package func setName(copying name: UnsafePointer<CChar>?) throws(QueueKitError) {
         var copy: CString?
         if let name {

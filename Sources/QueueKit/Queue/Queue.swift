@@ -62,7 +62,7 @@ public final class Queue: @unchecked Sendable {
     @usableFromInline let parent: Unmanaged<Queue>?
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
     /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
-    let dispatchQueue: DispatchQueue?
+    @usableFromInline let dispatchQueue: DispatchQueue?
     /// Main and global queues live forever: retain and release are no-ops on them.
     package let isImmortal: Bool
     /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
@@ -73,7 +73,7 @@ public final class Queue: @unchecked Sendable {
     /// `sync` may be queued behind. Submissions count before dispatch sees them, so no `sync` that
     /// dispatch queues behind a barrier is missed.
     let barriersSubmitted = Atomic<UInt64>(0)
-    let barriersFinished = Atomic<UInt64>(0)
+    @usableFromInline let barriersFinished = Atomic<UInt64>(0)
 
     /// Whether a barrier submitted through QueueKit has not finished yet.
     var hasUnfinishedBarrier: Bool {
@@ -192,37 +192,40 @@ public final class Queue: @unchecked Sendable {
 
     /// The shared core of `async` and `barrierAsync`.
     package func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
-        guard let dispatchQueue else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
-        let barrier = barrier && honoursBarriers
-        let exclusive = barrier || isSerial
-        let countsBarrier = barrier && !isSerial
-        if countsBarrier { LockOrder.writing(self, call: "qk_queue_barrier_async") }
-        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let dispatchQueue = try checkRunnable()
+        if barrier && honoursBarriers && !isSerial { LockOrder.writing(self, call: "qk_queue_barrier_async") }
+        let block = admit(barrier: barrier)
         let work = ThreadSanitizer.handOff(work)
-        dispatchQueue.async(flags: barrier ? .barrier : []) {
-            ThreadSanitizer.holding(self, exclusive: exclusive) {
-                ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
-            }
-            if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
-        }
+        dispatchQueue.async(flags: block.isBarrier ? .barrier : []) { self.runBlock(block, outer: nil, work) }
     }
 
     /// How a synchronous call reaches the queue, decided before anything runs.
+    @usableFromInline
     package struct SyncRoute {
         /// The calling thread's innermost frame: the caller of the new block.
-        let caller: UnsafePointer<ExecutionFrame>?
+        @usableFromInline let caller: UnsafePointer<ExecutionFrame>?
         /// `work` runs inline (the thread already holds the queue) rather than through dispatch.
-        let isInline: Bool
-        /// The block holds the queue alone.
-        let isExclusive: Bool
-        /// The dispatch round trip is a barrier.
-        let isBarrier: Bool
+        @usableFromInline let isInline: Bool
+        /// The block: a dispatch round trip's as admitted; inline, how the thread holds the queue.
+        @usableFromInline let block: Block
         /// The thread whose published wait the block withdraws when it starts (routes through
         /// dispatch only).
-        var waiter: Unmanaged<ThreadRecord>? = nil
-        /// The round trip is a barrier on a concurrent queue, counted in `barriersSubmitted`.
-        var countsBarrier = false
+        @usableFromInline var waiter: Unmanaged<ThreadRecord>? = nil
+
+        /// A block that runs inline, the queue held as the thread holds it already.
+        init(inlineFrom caller: UnsafePointer<ExecutionFrame>?, exclusive: Bool) {
+            self.caller = caller
+            isInline = true
+            block = Block(isBarrier: false, isExclusive: exclusive, countsBarrier: false)
+        }
+
+        /// A dispatch round trip of `block`, whose wait `waiter` published.
+        init(roundTripFrom caller: UnsafePointer<ExecutionFrame>?, block: Block, waiter: Unmanaged<ThreadRecord>) {
+            self.caller = caller
+            isInline = false
+            self.block = block
+            self.waiter = waiter
+        }
     }
 
     /// The deadlock checks of `sync` and `barrierSync`: how the call reaches the queue.
@@ -244,8 +247,7 @@ public final class Queue: @unchecked Sendable {
     /// the call in reports.
     @inline(__always)
     package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
-        guard dispatchQueue != nil else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        _ = try checkRunnable()
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
@@ -254,7 +256,7 @@ public final class Queue: @unchecked Sendable {
                 throw .wouldDeadlock
             case .shared:
                 if barrier { throw .wouldDeadlock }
-                return SyncRoute(caller: caller, isInline: true, isExclusive: false, isBarrier: false)
+                return SyncRoute(inlineFrom: caller, exclusive: false)
             case .none:
                 var ancestor = target
                 while let held = ancestor {
@@ -267,67 +269,49 @@ public final class Queue: @unchecked Sendable {
                 }
             }
         }
-        let countsBarrier = barrier && !isSerial
         guard LockOrder.willSync(onto: self, barrier: barrier, call: call) else { throw .wouldDeadlock }
-        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
+        let block = admit(barrier: barrier)
         let record = ThreadRecord.current
-        let refusal = WaitRegistry.enter(
-            record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
-        ) { wait in
-            wait.call = call
-            wait.kind = barrier ? .queueBarrierSync : .queueSync
-            wait.queue = Unmanaged.passUnretained(self)
-            wait.lock = nil
-            wait.detail = nil
-            wait.deadline = MonotonicClock.forever
-            wait.frame = caller
-        }
-        if let refusal {
-            if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
-            WaitRegistry.deliver(refusal)
+        if let refusal = WaitRegistry.enter(
+            record, call: call, target: .queue(Unmanaged.passUnretained(self), barrier: barrier), frame: caller,
+            refusable: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) })
+        {
+            unadmit(block)
+            refusal.deliver()
             throw .wouldDeadlock
         }
-        return SyncRoute(
-            caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
-            waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
+        return SyncRoute(roundTripFrom: caller, block: block, waiter: Unmanaged.passUnretained(record))
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
     @inline(__always)
     package func performRoute(call: StaticString) throws(QueueKitError) -> SyncRoute {
-        guard dispatchQueue != nil else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        _ = try checkRunnable()
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
-        if hold != .none {
-            return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false)
-        }
+        if hold != .none { return SyncRoute(inlineFrom: caller, exclusive: hold == .exclusive) }
         return try syncRoute(barrier: false, call: call)
     }
 
     /// Runs `work` the way `route` says, inside a frame whose caller is the route's, and waits.
-    @inline(__always)
+    @inlinable @inline(__always)
     package func run<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
         if route.isInline {
-            return try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, work)
+            return try ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller, work)
         }
         return try roundTrip(route, work)
     }
 
     /// The dispatch round trip of a `sync`. Dispatch's `sync` rethrows untyped, so the typed
     /// outcome crosses it in a `Result`.
-    private func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
+    @inlinable
+    func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
         var outcome: Result<R, E>?
         withoutActuallyEscaping(work) { work in
             let box = UncheckedSendable(work)
-            dispatchQueue!.sync(flags: route.isBarrier ? .barrier : []) {
+            dispatchQueue!.sync(flags: route.block.isBarrier ? .barrier : []) {
                 if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
-                ThreadSanitizer.holding(self, exclusive: route.isExclusive) {
-                    outcome = Result { () throws(E) -> R in
-                        try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
-                    }
-                }
-                if route.countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
+                outcome = Result { () throws(E) -> R in try self.runBlock(route.block, outer: route.caller, box.value) }
             }
         }
         return try outcome!.get()

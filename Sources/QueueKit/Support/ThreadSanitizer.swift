@@ -130,16 +130,14 @@ package enum ThreadSanitizer {
         return try body()
     }
 
-    /// Runs `body` holding `queue` and the queues it targets as their blocks hold them:
-    /// exclusively a serial queue and a barrier, shared a concurrent queue's other blocks.
-    @inline(__always)
-    static func holding<R>(_ queue: Queue, exclusive: Bool, _ body: () -> R) -> R {
-        guard isPresent else { return body() }
-        let hidden = enterInternalCode() // a queue's worker runs QueueKit's code around the block
+    /// Runs `body`, a block of a queue on the thread dispatch runs it on: when the sanitizer is
+    /// present, QueueKit's own code around the block is hidden from it, as in a C API call.
+    @inlinable @inline(__always)
+    static func workerCode<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        guard isPresent else { return try body() }
+        let hidden = enterInternalCode()
         defer { leaveInternalCode(hidden) }
-        lockChain(queue, exclusive: exclusive)
-        defer { unlockChain(queue, exclusive: exclusive) }
-        return body()
+        return try body()
     }
 
     /// `work` as submitted: when the sanitizer is present, wrapped to acquire what the submitting
@@ -185,12 +183,15 @@ package enum ThreadSanitizer {
 
     /// The queues a block of `queue` holds, outermost target first (one order everywhere), each
     /// exclusive or shared; queues without barriers hold nothing.
-    private static func lockChain(_ queue: Queue, exclusive: Bool) {
+    @usableFromInline
+    static func lockChain(_ queue: Queue, exclusive: Bool) {
         if let target = queue.target { lockChain(target, exclusive: target.isSerial) }
         if queue.honoursBarriers { locked(queue, shared: !exclusive) }
     }
 
-    private static func unlockChain(_ queue: Queue, exclusive: Bool) {
+    /// Releasing what ``lockChain(_:exclusive:)`` took, innermost first.
+    @usableFromInline
+    static func unlockChain(_ queue: Queue, exclusive: Bool) {
         if queue.honoursBarriers { unlocking(queue, shared: !exclusive) }
         if let target = queue.target { unlockChain(target, exclusive: target.isSerial) }
     }

@@ -2,9 +2,10 @@
 /* Copyright QueueKit developers */
 
 /*
- * The platform seam of QueueKit: only what Swift cannot express on Linux (initial-exec
- * thread-locals, the futex system call). No logic lives here. Nothing here is exported from
- * libqueuekit.so (the version script keeps only qk_*).
+ * The platform seam of QueueKit: what Swift cannot express on Linux (initial-exec
+ * thread-locals, the futex system call, atomics on plain words, the load-time constructor that
+ * reads QUEUEKIT_STALL_MS and starts the stall watch, the fork handlers). Nothing here is
+ * exported from libqueuekit.so (the version script keeps only qk_*).
  */
 #ifndef QUEUEKIT_SHIM_H
 #define QUEUEKIT_SHIM_H

@@ -84,13 +84,13 @@ qkb_sample_t qkb_prodcons(qkb_condlock_ops_t ops, int pairs, uint64_t items);
 qkb_sample_t qkb_qk_read(uint64_t iterations);
 qkb_sample_t qkb_rwlock_read(uint64_t iterations);
 qkb_sample_t qkb_gcd_sync_read(uint64_t iterations);
-qkb_sample_t qkb_seed_read(uint64_t iterations);
+qkb_sample_t qkb_specific_read(uint64_t iterations);
 /** The work alone, called through a function pointer: what a nested read costs at least. */
 qkb_sample_t qkb_direct_call(uint64_t iterations);
 /** Reads nested inside one outer read (per nested read, work included). */
 qkb_sample_t qkb_qk_nested_read(uint64_t iterations);
 qkb_sample_t qkb_rwlock_nested_read(uint64_t iterations);
-qkb_sample_t qkb_seed_nested_read(uint64_t iterations);
+qkb_sample_t qkb_specific_nested_read(uint64_t iterations);
 /** Submit n asynchronous writes, then wait for them (per write). */
 qkb_sample_t qkb_qk_write_async(uint64_t n);
 qkb_sample_t qkb_gcd_barrier_async(uint64_t n);
@@ -103,7 +103,7 @@ typedef enum {
     QKB_MIX_QK_SYNC = 1,  /* qk_dbqueue_read + qk_dbqueue_write */
     QKB_MIX_RWLOCK = 2,   /* pthread_rwlock rdlock / wrlock */
     QKB_MIX_GCD = 3,      /* dispatch_sync_f + dispatch_barrier_async_f, barrier_sync at the end */
-    QKB_MIX_SEED = 4,     /* the seed: get_specific then sync_f; barrier_async_f */
+    QKB_MIX_SPECIFIC = 4, /* plain dispatch: get_specific then sync_f; barrier_async_f */
     QKB_MIX_GCD_SYNC = 5  /* dispatch_sync_f + dispatch_barrier_sync_f */
 } qkb_mix_impl_t;
 /** `threads` threads doing `total_ops` operations in all, `write_percent` % of them writes;
