@@ -488,6 +488,18 @@ QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
  *  NULL/wrong type. On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
 QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
 
+/** Whether the calling thread holds the lock: 0 when it does, EPERM when it does not, EINVAL
+ *  for a NULL/wrong-type lock. Changes nothing and counts nothing (it is no acquisition), so it
+ *  suits assertions (abseil's AssertHeld, clang's assert_capability) and layers that must answer
+ *  EPERM before they act. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_check_held(const qk_condlock_t *lock);
+
+/** 1 while the calling thread holds the lock and acquired it from a holder that exited holding
+ *  it (or did not survive a fork): the EOWNERDEAD news of the acquisition, readable however the
+ *  lock was acquired, until this thread releases it. 0 otherwise: not held by the caller, a
+ *  healthy lock, a NULL/wrong-type lock. Changes nothing. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_owner_died(const qk_condlock_t *lock);
+
 /** The current condition, read without a race and without waiting for the holder. 0 for a
  *  NULL/wrong-type lock. */
 QK_EXPORT intptr_t qk_condlock_condition(const qk_condlock_t *lock);

@@ -2,12 +2,13 @@
 // Copyright QueueKit developers
 
 import Dispatch
+import QueueKitBenchCxx
 import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
     static func rows() -> [Row] {
-        conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() + lockOrder() + startup()
+        conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() + lockOrder() + startup() + cxx()
     }
 
     // MARK: Linking
@@ -45,6 +46,36 @@ enum Catalog {
                 group: group, workload: witnessed, impl: "QueueKit, witness off", isQueueKit: false,
                 unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(0 /* QK_LOCK_ORDER_OFF */, $0) }),
         ]
+    }
+
+    // MARK: C++ layer
+
+    /// <queuekit.hpp> next to the C call it wraps (same work) and the standard C++ anchor.
+    static func cxx() -> [Row] {
+        let group = "C++ layer"
+        var rows: [Row] = []
+        func add(
+            _ workload: String, _ impl: String, qk: Bool = false, _ operations: UInt64,
+            _ run: @escaping (UInt64) -> qkb_sample_t
+        ) {
+            rows.append(
+                Row(
+                    group: group, workload: workload, impl: impl, isQueueKit: qk, unit: "op",
+                    operations: operations, run: run))
+        }
+        let sync = "C++ sync of empty work, idle serial queue"
+        add(sync, "QueueKit qk::queue::sync([]{})", qk: true, 2_000_000) { qkb_cxx_queue_sync($0) }
+        add(sync, "QueueKit qk_queue_sync (C)", qk: true, 2_000_000) { qkb_cxx_c_queue_sync($0) }
+        add(sync, "GCD dispatch_sync_f", 2_000_000) { qkb_cxx_gcd_sync($0) }
+        let read = "C++ uncontended read of a field"
+        add(read, "QueueKit qk::guarded<T>::read", qk: true, 4_000_000) { qkb_cxx_guarded_read($0) }
+        add(read, "QueueKit qk_dbqueue_read (C)", qk: true, 4_000_000) { qkb_cxx_c_dbqueue_read($0) }
+        add(read, "std::shared_mutex + std::shared_lock", 4_000_000) { qkb_cxx_shared_mutex_read($0) }
+        let lock = "C++ uncontended lock+unlock"
+        add(lock, "QueueKit qk::condition_lock lock/unlock", qk: true, 4_000_000) { qkb_cxx_condition_lock($0) }
+        add(lock, "QueueKit qk_condlock_lock/unlock (C)", qk: true, 4_000_000) { qkb_cxx_c_condlock($0) }
+        add(lock, "std::mutex", 4_000_000) { qkb_cxx_std_mutex($0) }
+        return rows
     }
 
     // MARK: Deadlock detection

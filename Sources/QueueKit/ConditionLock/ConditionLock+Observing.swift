@@ -129,6 +129,12 @@ extension ConditionLock {
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
     public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }
 
+    /// Whether the calling thread holds the lock: for assertions, and for layers that must refuse
+    /// a call from a thread that does not hold it before they act. Changes nothing, counts
+    /// nothing, never waits. Thread-safe.
+    @inlinable
+    public var isHeldByCurrentThread: Bool { owner.load(ordering: .relaxed) == qkshim_thread_id() }
+
     /// Whether the calling thread holds the lock and the holder before it exited holding it (or
     /// did not survive a fork): the data the lock guards may be half-updated. True from the
     /// acquisition (the one the C API reports as `EOWNERDEAD`) until this thread releases.

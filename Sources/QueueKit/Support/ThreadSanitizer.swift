@@ -94,6 +94,35 @@ package enum ThreadSanitizer {
         if isPresent { qkshim_tsan_acquire(address(object)) }
     }
 
+    /// A C condition test (`qk_condlock_lock_if`, `await`, ...) is handed to whichever thread
+    /// evaluates it, usually the releasing one: what the waiting thread wrote before the call (the
+    /// data `context` points to) happens before each evaluation, and each evaluation before the
+    /// call returns (the caller may reuse that memory at once). `published` on the waiting thread
+    /// before the wait is queued, `evaluating` and `evaluated` around each call of the test,
+    /// `finished` on the waiting thread before the call returns.
+    @inlinable @inline(__always)
+    package static func conditionTestPublished(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_release(token) }
+    }
+
+    /// See ``conditionTestPublished(_:)``.
+    @inlinable @inline(__always)
+    package static func conditionTestEvaluating(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_acquire(token) }
+    }
+
+    /// See ``conditionTestPublished(_:)``.
+    @inlinable @inline(__always)
+    package static func conditionTestEvaluated(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_release(token) }
+    }
+
+    /// See ``conditionTestPublished(_:)``.
+    @inlinable @inline(__always)
+    package static func conditionTestFinished(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_acquire(token) }
+    }
+
     /// Entering QueueKit's own code behind a C API call: until the matching
     /// ``leaveInternalCode(_:)``, its memory accesses are hidden from the sanitizer when this
     /// library is not instrumented; the user code it runs is seen (``userCode(_:)``). A pair of
