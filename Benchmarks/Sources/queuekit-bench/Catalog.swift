@@ -8,7 +8,7 @@ import QueueKitBenchKernels
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
     static func rows() -> [Row] {
-        conditionLock() + dbQueue() + queue() + identity() + concurrency() + deadlocks() + startup() + cxx()
+        conditionLock() + dbQueue() + queue() + identity() + concurrency() + deadlocks() + lockOrder() + startup() + cxx()
     }
 
     // MARK: Linking
@@ -32,16 +32,36 @@ enum Catalog {
         ]
     }
 
+    // MARK: Lock-order witness
+
+    static let witnessed = "uncontended lock+unlock, one other lock held"
+
+    static func lockOrder() -> [Row] {
+        let group = "lock-order witness"
+        return [
+            Row(
+                group: group, workload: witnessed, impl: "QueueKit, witness on (report)", isQueueKit: true,
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(1 /* QK_LOCK_ORDER_REPORT */, $0) }),
+            Row(
+                group: group, workload: witnessed, impl: "QueueKit, witness off", isQueueKit: false,
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(0 /* QK_LOCK_ORDER_OFF */, $0) }),
+        ]
+    }
+
     // MARK: C++ layer
 
     /// <queuekit.hpp> next to the C call it wraps (same work) and the standard C++ anchor.
     static func cxx() -> [Row] {
         let group = "C++ layer"
         var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, _ operations: UInt64,
-                 _ run: @escaping (UInt64) -> qkb_sample_t) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: "op",
-                            operations: operations, run: run))
+        func add(
+            _ workload: String, _ impl: String, qk: Bool = false, _ operations: UInt64,
+            _ run: @escaping (UInt64) -> qkb_sample_t
+        ) {
+            rows.append(
+                Row(
+                    group: group, workload: workload, impl: impl, isQueueKit: qk, unit: "op",
+                    operations: operations, run: run))
         }
         let sync = "C++ sync of empty work, idle serial queue"
         add(sync, "QueueKit qk::queue::sync([]{})", qk: true, 2_000_000) { qkb_cxx_queue_sync($0) }
@@ -371,6 +391,8 @@ enum Catalog {
         switch (workload, queueKit, anchor) {
         case ("uncontended lock+unlock", _, "pthread_mutex"):
             return Target(limit: 1.5, source: "condition lock goal")
+        case (witnessed, _, "QueueKit, witness off"):
+            return Target(limit: 3, source: "witness cost bound")
         case ("ping-pong round (2 threads)", _, "pthread mutex+condvar broadcast"):
             return Target(limit: 0.5, source: "condition lock goal")
         case ("ping-pong round (2 threads)", _, "Foundation NSConditionLock"):

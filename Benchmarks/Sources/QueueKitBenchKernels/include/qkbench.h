@@ -62,6 +62,8 @@ void qkb_pt_condlock_free(qkb_condlock_ops_t ops);
 /** Uncontended lock+unlock, direct calls (no ops indirection). */
 qkb_sample_t qkb_mutex_uncontended(uint64_t iterations);
 qkb_sample_t qkb_qk_lock_uncontended(uint64_t iterations);
+/* The same, holding one other lock, with the lock-order witness in `mode` (QK_LOCK_ORDER_*). */
+qkb_sample_t qkb_qk_lock_witnessed(int mode, uint64_t iterations);
 qkb_sample_t qkb_qk_lock_when_uncontended(uint64_t iterations);
 qkb_sample_t qkb_pt_lock_when_uncontended(uint64_t iterations);
 /** Uncontended lock_when(0) + unlock_with(0) through ops (Foundation). */
