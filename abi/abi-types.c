@@ -1,4 +1,6 @@
-// SPDX-License-Identifier: Apache-2.0
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
 /*
  * The C description of libqueuekit.so.0's ABI, compiled into the library with -g. It defines
  * nothing: it includes queuekit.h and the generated queuekit-abi-types.h (one typedef per exported

@@ -58,6 +58,34 @@
  *   What does not: every qk_queue_* submission (async, sync, barrier_async, barrier_sync,
  *   perform) and qk_dbqueue_write_async return ENOTRECOVERABLE at once and run nothing;
  *   qk_main() aborts with one line on stderr. Nothing waits forever; the parent is unaffected.
+ *
+ * Loading the library
+ * -------------------
+ * - libqueuekit.so.0 needs only glibc (libc, libm, the dynamic loader; glibc 2.36 or later when
+ *   it was built against one, for its packed relocations). The Swift runtime, libdispatch,
+ *   libstdc++ and the unwinder are linked in, and none of their symbols is visible: the library
+ *   exports exactly the qk_* functions of this header.
+ * - Loading it runs the initializers of the Swift runtime, libdispatch and QueueKit (it registers
+ *   pthread_atfork handlers and reads QUEUEKIT_STALL_MS); it starts no thread and installs no
+ *   signal handler, unless QUEUEKIT_STALL_MS is set.
+ * - Threads it may start: libdispatch's worker threads, on demand, for the blocks of queues and
+ *   DB queues (idle ones end by themselves after a while), and "queuekit-stalls" while a stall
+ *   watch is on (qk_set_stall_handler, QUEUEKIT_STALL_MS).
+ * - It stays resident: dlclose does not unmap it (it is linked with -z nodelete), because
+ *   libdispatch cannot stop its worker threads and every thread that called QueueKit keeps a
+ *   thread-exit destructor pointing into it. So a plugin that uses QueueKit and is unloaded
+ *   itself must first let its queued work finish (qk_dbqueue_flush, a last qk_queue_sync or
+ *   barrier) and reset the handlers it installed (qk_set_deadlock_handler(NULL, NULL),
+ *   qk_set_stall_handler(0, NULL, NULL)): work and handlers that point into unloaded code are
+ *   the caller's bug, not something QueueKit can detect.
+ * - Thread-local storage: the hot paths use initial-exec thread-locals (a TLS descriptor or
+ *   __tls_get_addr call would double their cost), so the library is marked STATIC_TLS. Its
+ *   static TLS block is at most 256 bytes. Loaded when the program starts, that costs nothing;
+ *   loaded later by dlopen (a plugin, Python's ctypes), the block comes out of the surplus glibc
+ *   reserves for such libraries (about 1.7 KB in a fresh process with the default tunables), and
+ *   dlopen fails with "cannot allocate memory in static TLS block" only if other libraries have
+ *   left less than 256 bytes of it. GLIBC_TUNABLES=glibc.rtld.optional_static_tls=BYTES enlarges
+ *   the surplus for such programs.
  */
 #ifndef QUEUEKIT_H
 #define QUEUEKIT_H
@@ -220,29 +248,31 @@ QK_EXPORT int qk_queue_async(qk_queue_t *queue, void *context, qk_function_t wor
  *  main queue on the main thread); when it holds exclusively a queue that `queue` targets; and
  *  when it runs a non-barrier block of a concurrent queue that `queue` targets, other than a
  *  global queue (dispatch would queue `work` there behind any pending barrier, which waits for
- *  the thread itself; global queues have no barriers).
+ *  the thread itself; global queues have no barriers); also EDEADLK when its wait would close a
+ *  cycle of waiting threads (section 4).
  *  On a concurrent queue whose non-barrier block the thread already runs (directly or through a
  *  queue that targets it), `work` runs inline at once: it can never wait behind a pending barrier.
- *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. */
+ *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOTRECOVERABLE (nothing run)
+ *  in a forked child. */
 QK_EXPORT int qk_queue_sync(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Submits `work(context)` as a barrier: on a concurrent queue it runs alone, after the blocks
  *  submitted before it; on a serial queue, and on the global queues (which, as in dispatch, do
  *  not honour barriers), it is the same as qk_queue_async. Returns at once.
- *  EINVAL: as qk_queue_async. */
+ *  EINVAL and ENOTRECOVERABLE: as qk_queue_async. */
 QK_EXPORT int qk_queue_barrier_async(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` as a barrier on `queue` and waits for it (on a global queue: as
  *  qk_queue_sync). Returns EDEADLK without running `work` when the calling thread runs any block
- *  of `queue` (here or further out), and in the target cases of qk_queue_sync.
- *  EINVAL: as qk_queue_async. */
+ *  of `queue` (here or further out), in the target cases of qk_queue_sync, and when its wait would
+ *  close a cycle of waiting threads (section 4). EINVAL and ENOTRECOVERABLE: as qk_queue_async. */
 QK_EXPORT int qk_queue_barrier_sync(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` on `queue` now, the safe way: inline when the calling thread is already
  *  on `queue` (whenever qk_queue_check(queue, QK_ON_QUEUE) holds, so also when `queue` is held
  *  further out by a waiting sync), otherwise exactly as qk_queue_sync (including its EDEADLK for
- *  a queue that `queue` targets). It never deadlocks on `queue` itself.
- *  EINVAL: as qk_queue_async. */
+ *  a queue that `queue` targets, and when its wait would close a cycle of waiting threads). It
+ *  never deadlocks on `queue` itself. EINVAL and ENOTRECOVERABLE (also inline): as qk_queue_async. */
 QK_EXPORT int qk_queue_perform(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** The innermost queue whose block the calling thread is running, through any of the calls
@@ -347,7 +377,8 @@ QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t wor
  *  submitted before it. Inside a write (at any depth, also with reads nested in between) it runs
  *  inline. Inside a read and no write it returns EDEADLK and runs nothing: the upgrade would
  *  deadlock; also EDEADLK (nothing run) when its wait would close a cycle of waiting threads
- *  (section 4). EINVAL: NULL/wrong-type db, NULL work. */
+ *  (section 4). EINVAL: NULL/wrong-type db, NULL work. ENOTRECOVERABLE (nothing run) in a forked
+ *  child on a queue that was being written or had writes pending at the fork. */
 QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once (lock-free).
@@ -360,7 +391,8 @@ QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_functio
 /** Waits until every write submitted before the call has run (running them itself when its
  *  thread holds nothing else of QueueKit's, see qk_dbqueue_t). EDEADLK inside a block of this
  *  queue, or when its wait would close a cycle of waiting threads (section 4; the writes still
- *  run); EINVAL for NULL/wrong type. */
+ *  run); EINVAL for NULL/wrong type; ENOTRECOVERABLE in a forked child on a queue that was being
+ *  written or had writes pending at the fork. */
 QK_EXPORT int qk_dbqueue_flush(qk_dbqueue_t *db);
 
 /** The queue that stands for `db` in identity checks (borrowed, lives as long as `db`): inside a
@@ -411,42 +443,48 @@ QK_EXPORT int qk_condlock_destroy(qk_condlock_t *lock);
 QK_EXPORT int qk_condlock_lock(qk_condlock_t *lock);
 
 /** Acquires the lock if it is free, whatever the condition; EBUSY otherwise (also when the
- *  caller holds it). Never waits. */
+ *  caller holds it). Never waits. EOWNERDEAD and EINVAL as qk_condlock_lock. */
 QK_EXPORT int qk_condlock_trylock(qk_condlock_t *lock);
 
 /** As qk_condlock_lock, giving up at the absolute CLOCK_MONOTONIC `deadline_ns` (see qk_now_ns;
  *  QK_FOREVER never expires) with ETIMEDOUT, not holding the lock. A deadline already past tries
  *  once: 0 or ETIMEDOUT. A waiter handed the lock at the moment its deadline passes keeps it and
- *  returns 0: a call returns either 0 holding the lock or ETIMEDOUT holding nothing. */
+ *  returns 0: a call returns either 0 holding the lock or ETIMEDOUT holding nothing. EDEADLK,
+ *  EOWNERDEAD and EINVAL as qk_condlock_lock (a timed wait is never refused for a cycle). */
 QK_EXPORT int qk_condlock_lock_until(qk_condlock_t *lock, uint64_t deadline_ns);
 
 /** Returns holding the lock with the condition equal to `condition`, waiting as long as needed
  *  (until a release or qk_condlock_set leaves that value). EDEADLK when the calling thread
- *  already holds the lock. */
+ *  already holds the lock, or when its wait would close a cycle of waiting threads (section 4).
+ *  EOWNERDEAD and EINVAL as qk_condlock_lock. */
 QK_EXPORT int qk_condlock_lock_when(qk_condlock_t *lock, intptr_t condition);
 
 /** Acquires the lock only if it is free and its condition equals `condition`; EBUSY otherwise
- *  (also when the lock is free with another value, or held by the caller). Never waits. */
+ *  (also when the lock is free with another value, or held by the caller). Never waits.
+ *  EOWNERDEAD and EINVAL as qk_condlock_lock. */
 QK_EXPORT int qk_condlock_trylock_when(qk_condlock_t *lock, intptr_t condition);
 
 /** As qk_condlock_lock_when, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock).
- *  A deadline already past tries once. The timeout rules of qk_condlock_lock_until apply. */
+ *  A deadline already past tries once. The timeout rules of qk_condlock_lock_until apply, and its
+ *  EDEADLK, EOWNERDEAD and EINVAL. */
 QK_EXPORT int qk_condlock_lock_when_until(qk_condlock_t *lock, intptr_t condition,
                                           uint64_t deadline_ns);
 
 /** Releases the lock, keeping the condition; hands it to the first waiter that condition
- *  satisfies, if any. EPERM (nothing changed) when the calling thread does not hold it. */
+ *  satisfies, if any. EPERM (nothing changed) when the calling thread does not hold it; EINVAL for
+ *  NULL/wrong type. */
 QK_EXPORT int qk_condlock_unlock(qk_condlock_t *lock);
 
 /** Sets the condition and releases the lock in one step: no thread sees the lock free with the
  *  old condition. Wakes only the first waiter the new state satisfies. EPERM (nothing changed,
- *  condition included) when the calling thread does not hold the lock. */
+ *  condition included) when the calling thread does not hold the lock; EINVAL for NULL/wrong type. */
 QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
 
 /** Acquires the lock (waiting if needed), then unlock_with(condition): starts a chain from a
  *  thread that does not hold the lock, where NSConditionLock code unlocks a lock it never
  *  locked. Counts as one acquisition. EDEADLK when the calling thread holds it (use
- *  unlock_with). On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
+ *  unlock_with), or when its wait would close a cycle of waiting threads (section 4); EINVAL for
+ *  NULL/wrong type. On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
 QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
 
 /** The current condition, read without a race and without waiting for the holder. 0 for a
@@ -526,8 +564,8 @@ QK_EXPORT int qk_condlock_trylock_if(qk_condlock_t *lock, qk_condition_test_t te
 /** As qk_condlock_lock_if, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock). A
  *  deadline already past tests once: 0 (or EOWNERDEAD) or ETIMEDOUT. The timeout rules of
  *  qk_condlock_lock_until apply; a timed wait is never refused as a deadlock. */
-QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test, void *context,
-                                        uint64_t deadline_ns);
+QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test,
+                                        void *context, uint64_t deadline_ns);
 
 /** Releases the held lock, waits until a test of the condition holds, and returns holding it:
  *  pthread_cond_wait without the loop and without the herd. Returns 0 at once when

@@ -13,7 +13,7 @@ source "$(dirname "$0")/common.sh"
 wanted=(
     cmake ninja-build pkg-config gcc g++ libbsd-dev libsqlite3-dev valgrind   # build, test
     abigail-tools                                                             # the ABI gate (abidiff)
-    dpkg-dev file lintian                                                     # Debian packages
+    dpkg-dev file lintian gdb                                                 # Debian packages, their debug symbols
     clang-format                                                              # formatting C
 )
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
+# Copyright QueueKit developers
+
 """The one reader of include/queuekit.h, shared by the manual pages (manpages.py) and the ABI gate
 (abi.py): its documented declarations, its exported functions, its status list and its version.
 

@@ -6,7 +6,6 @@
 /* The public header, for its status list (relative: the shim has no other use for it). */
 #include "../../include/queuekit.h"
 
-#include <bsd/stdlib.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -250,8 +249,18 @@ _Atomic long qkshim_waiting_in_blocks;
 static uint64_t qkshim_stall_env;
 
 uint64_t qkshim_parse_stall_ms(const char *text, const char **error) {
-    *error = NULL;
-    long long ms = strtonum(text, 1, 3600000, error);
+    char *end;
+    errno = 0;
+    long long ms = strtoll(text, &end, 10);
+    if (end == text || *end != '\0') {
+        *error = "invalid";
+    } else if (ms < 1 && errno == 0) {
+        *error = "too small";
+    } else if (ms > 3600000 || errno == ERANGE) {
+        *error = ms < 0 ? "too small" : "too large";
+    } else {
+        *error = NULL;
+    }
     return *error != NULL ? 0 : (uint64_t)ms * 1000000u;
 }
 
@@ -350,12 +359,14 @@ void qkshim_futex_wake(uint32_t *word, int count) {
     if (rc < 0) qkshim_fatal_errno("futex(FUTEX_WAKE)", errno);
 }
 
-/* A reference to libbsd's strlcpy by its symbol version, never to another definition. */
-size_t qkshim_bsd_strlcpy(char *destination, const char *source, size_t size);
-__asm__(".symver qkshim_bsd_strlcpy, strlcpy@LIBBSD_0.0");
-
 size_t qkshim_strlcpy(char *destination, const char *source, size_t size) {
-    return qkshim_bsd_strlcpy(destination, source, size);
+    size_t length = strlen(source);
+    if (size != 0) {
+        size_t copied = length < size ? length : size - 1;
+        memcpy(destination, source, copied);
+        destination[copied] = '\0';
+    }
+    return length;
 }
 
 void qkshim_fatal(const char *message) {

@@ -6,7 +6,28 @@ import QueueKitBenchKernels
 
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
-    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() }
+    static func rows() -> [Row] { conditionLock() + dbQueue() + identity() + concurrency() + deadlocks() + startup() }
+
+    // MARK: Linking
+
+    static let startupWorkload = "process start (posix_spawn to exit)"
+    static let emptyProgram = "empty C program"
+    static let sameNeeded = "empty C program with QueueKit's DT_NEEDED list"
+
+    static func startup() -> [Row] {
+        let group = "linking"
+        return [
+            Row(
+                group: group, workload: startupWorkload, impl: "C program linked against QueueKit (one call)",
+                isQueueKit: true, unit: "start", operations: 200, run: { qkb_startup(2, $0) }),
+            Row(
+                group: group, workload: startupWorkload, impl: emptyProgram, isQueueKit: false,
+                unit: "start", operations: 200, run: { qkb_startup(0, $0) }),
+            Row(
+                group: group, workload: startupWorkload, impl: sameNeeded, isQueueKit: false,
+                unit: "start", operations: 200, run: { qkb_startup(1, $0) }),
+        ]
+    }
 
     // MARK: Deadlock detection
 
@@ -290,6 +311,11 @@ enum Catalog {
             return Target(limit: 2_000_000, source: "issue 11")
         case ("uncontended async read", _, bridge):
             return Target(limit: 0.25, source: "issue 12")
+        // What linking QueueKit adds to a process start, and QueueKit's own share of it.
+        case (startupWorkload, _, "ns more than the \(emptyProgram)"):
+            return Target(limit: 500_000, source: "linking")
+        case (startupWorkload, _, "ns more than the \(sameNeeded)"):
+            return Target(limit: 200_000, source: "linking")
         case ("actor method call", _, defaultExecutor):
             return Target(limit: 1.5, source: "issue 12")
         default:

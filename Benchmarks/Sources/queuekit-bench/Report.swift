@@ -24,6 +24,14 @@ enum Report {
                             workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl,
                             value: qk.median / anchor.median, kind: .ratio,
                             target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchor.row.impl)))
+                    if workload == Catalog.startupWorkload {
+                        let anchorName = "ns more than the \(anchor.row.impl)"
+                        ratios.append(
+                            Ratio(
+                                workload: workload, queueKit: qk.row.impl, anchor: anchorName,
+                                value: qk.median - anchor.median, kind: .difference,
+                                target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchorName)))
+                    }
                     if anchor.row.impl == "the work alone (direct call)" {
                         ratios.append(
                             Ratio(

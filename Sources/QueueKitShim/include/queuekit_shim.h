@@ -186,8 +186,9 @@ static inline void qkshim_waiting_reset(void) {
  * 3,600,000, which was reported on stderr). */
 uint64_t qkshim_stall_env_ns(void);
 
-/* Parses a QUEUEKIT_STALL_MS value with libbsd's strtonum: nanoseconds, or 0 with `*error` set
- * to strtonum's message ("invalid", "too small", "too large"). */
+/* Parses a QUEUEKIT_STALL_MS value, a decimal number of milliseconds from 1 to 3,600,000 (as
+ * BSD's strtonum judges it): nanoseconds, or 0 with `*error` set to "invalid", "too small" or
+ * "too large". */
 uint64_t qkshim_parse_stall_ms(const char *text, const char **error);
 
 /* Starts a detached thread running `body(context)`; 0 or the pthread_create error. */
@@ -221,10 +222,10 @@ static inline void qkshim_cpu_relax(void) {
 #endif
 }
 
-/* libbsd's strlcpy (libbsd is the project's declared dependency for it). Called through this
- * wrapper, which binds to libbsd's versioned symbol, because the static libdispatch linked into
- * libqueuekit.so defines an unrelated global `strlcpy` (returning strlen(dst) + strlen(src) + 1)
- * that a plain reference would bind to. */
+/* BSD's strlcpy: copies at most size - 1 bytes of `source` and a terminating NUL (nothing when
+ * `size` is 0) and returns strlen(source). Its own name, not `strlcpy`: the static libdispatch
+ * linked into libqueuekit.so defines an unrelated global `strlcpy` (returning strlen(dst) +
+ * strlen(src) + 1) that a plain reference would bind to; and the library needs no libbsd. */
 size_t qkshim_strlcpy(char *destination, const char *source, size_t size);
 
 /* ThreadSanitizer: in a program built with -fsanitize=thread, the sanitizer's runtime defines its

@@ -159,4 +159,12 @@ qkb_sample_t qkb_qk_sync_idle(uint64_t iterations);
 /** dispatch_sync_f of the same work onto an idle serial queue. */
 qkb_sample_t qkb_gcd_sync_idle(uint64_t iterations);
 
+/* ---- Process start-up ---------------------------------------------------------------------- */
+
+/** The median wall time of `spawns` starts (posix_spawn to waitpid) of one of three C programs,
+ *  built on first use against the installed library: 0, an empty program; 1, the same with
+ *  QueueKit's DT_NEEDED list; 2, a program that makes one QueueKit call. Every spawn of the one
+ *  measured is taken in turn with the other two. NAN when they cannot be built or run. */
+qkb_sample_t qkb_startup(int which, uint64_t spawns);
+
 #endif /* QKBENCH_H */
