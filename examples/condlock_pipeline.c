@@ -34,8 +34,8 @@ static qk_condlock_t *pipeline; /* its condition: how many blocks are published 
 static long long blocks = 5000;
 
 /* Guarded by pipeline. */
-static uint64_t window[WINDOW];     /* block n lives in window[n % WINDOW] */
-static long long done[STAGES];      /* how many blocks each stage has finished */
+static uint64_t window[WINDOW]; /* block n lives in window[n % WINDOW] */
+static long long done[STAGES];  /* how many blocks each stage has finished */
 static uint64_t result[STAGES];
 
 /* The reader's test: the slowest stage is less than WINDOW blocks behind. */
@@ -59,7 +59,9 @@ static void check(int status, const char *what) {
     }
 }
 
-static uint64_t block_value(long long n) { return (uint64_t)n * 2654435761u + 1; }
+static uint64_t block_value(long long n) {
+    return (uint64_t)n * 2654435761u + 1;
+}
 
 static void *reader(void *arg) {
     (void)arg;
@@ -79,9 +81,12 @@ static void *stage(void *arg) {
         check(qk_condlock_lock(pipeline), "stage lock");
         check(qk_condlock_await(pipeline, published_beyond, &next), "stage await(published > n)");
         uint64_t value = window[next % WINDOW];
-        if (s == 0) acc += value;                  /* a checksum */
-        else if (s == 1) acc ^= value * (next + 1); /* order-sensitive */
-        else acc = acc * 31 + value;              /* the writer: order-sensitive */
+        if (s == 0)
+            acc += value; /* a checksum */
+        else if (s == 1)
+            acc ^= value * (next + 1); /* order-sensitive */
+        else
+            acc = acc * 31 + value; /* the writer: order-sensitive */
         done[s] = next + 1;
         /* The condition stays: the release hands the lock to a stage whose block is there, or
          * to the reader when this stage made room. */

@@ -75,7 +75,8 @@ qkb_sample_t qkb_qk_test_chain(int k, uint64_t handoffs, bool use_await) {
     must(qk_condlock_get_stats(w.lock, &stats), "get_stats");
     if (qk_condlock_condition(w.lock) != (intptr_t)(w.rounds * (uint64_t)k)) abort();
     must(qk_condlock_destroy(w.lock), "destroy");
-    return sample(elapsed, w.rounds * (uint64_t)k, (double)stats.wakeups, (double)stats.futile_wakeups);
+    return sample(elapsed, w.rounds * (uint64_t)k, (double)stats.wakeups,
+                  (double)stats.futile_wakeups);
 }
 
 static void pt_chain_thread(void *context, int index) {
@@ -90,8 +91,10 @@ static void pt_chain_thread(void *context, int index) {
             if (w->value % w->k != index) w->futile++;
         }
         w->value++;
-        if (w->broadcast) pthread_cond_broadcast(next);
-        else pthread_cond_signal(next);
+        if (w->broadcast)
+            pthread_cond_broadcast(next);
+        else
+            pthread_cond_signal(next);
         pthread_mutex_unlock(&w->mutex);
     }
 }
@@ -138,11 +141,13 @@ static void semaphore_thread(void *context, int index) {
             } else {
                 must(qk_condlock_lock_if(s->lock, positive, NULL), "lock_if");
             }
-            must(qk_condlock_unlock_with(s->lock, qk_condlock_condition(s->lock) + (poster ? 1 : -1)),
+            must(qk_condlock_unlock_with(s->lock,
+                                         qk_condlock_condition(s->lock) + (poster ? 1 : -1)),
                  "unlock_with");
             break;
         case 1:
-            if (poster) sem_post(&s->sem);
+            if (poster)
+                sem_post(&s->sem);
             else
                 while (sem_wait(&s->sem) != 0) {}
             break;
@@ -182,9 +187,15 @@ static qkb_sample_t run_semaphore(int kind, int pairs, uint64_t items) {
     return sample(elapsed, s.per_thread * (uint64_t)pairs, wakeups, futile);
 }
 
-qkb_sample_t qkb_qk_semaphore(int pairs, uint64_t items) { return run_semaphore(0, pairs, items); }
-qkb_sample_t qkb_sem_semaphore(int pairs, uint64_t items) { return run_semaphore(1, pairs, items); }
-qkb_sample_t qkb_pt_semaphore(int pairs, uint64_t items) { return run_semaphore(2, pairs, items); }
+qkb_sample_t qkb_qk_semaphore(int pairs, uint64_t items) {
+    return run_semaphore(0, pairs, items);
+}
+qkb_sample_t qkb_sem_semaphore(int pairs, uint64_t items) {
+    return run_semaphore(1, pairs, items);
+}
+qkb_sample_t qkb_pt_semaphore(int pairs, uint64_t items) {
+    return run_semaphore(2, pairs, items);
+}
 
 /* ---- The floor ----------------------------------------------------------------------------- */
 
