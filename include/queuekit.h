@@ -138,9 +138,10 @@ typedef void (*qk_function_t)(void *context);
 
 /** Every non-zero status a QueueKit function returns, one `XX(code, description)` per status:
  *  `code` is the <errno.h> constant, `description` what it means from QueueKit. This one list
- *  produces qk_strerror, qk_status_name, the Swift QueueKitError constants and the manual's
- *  table of statuses (EOWNERDEAD and ENOTRECOVERABLE: see "Threads that die and processes that
- *  fork" above). Expand it with a macro of your own, after including <errno.h>:
+ *  produces qk_strerror, qk_status_name and the manual's table of statuses (EOWNERDEAD and
+ *  ENOTRECOVERABLE: see "Threads that die and processes that fork" above); the tests check the
+ *  Swift QueueKitError constants against it. Expand it with a macro of your own, after
+ *  including <errno.h>:
  *
  *      #define NAME_CASE(code, description) case code: return #code;
  *      switch (status) { QK_STATUS_MAP(NAME_CASE) default: return "?"; }
@@ -235,6 +236,37 @@ QK_EXPORT void qk_queue_release(qk_queue_t *queue);
 /** The queue's label; never NULL ("" when anonymous, "" for a NULL or wrong-type handle).
  *  Valid as long as the queue. */
 QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
+
+/* How the round trips reach the queue, and why each path keeps every rule below.
+ *
+ * - qk_queue_sync, qk_queue_barrier_sync, qk_queue_perform first decide, from the calling
+ *   thread's own frames (what it runs here and further out, through sync hops), whether the call
+ *   is refused (EDEADLK: sync onto a queue it holds exclusively, barrier_sync onto a queue it
+ *   runs, the target cases), runs inline (perform on a queue the thread is on; sync onto a
+ *   concurrent queue whose non-barrier block it runs) or goes through dispatch. None of this
+ *   touches shared memory: it is the same check, with the same answers, as always.
+ * - Inline: `work` runs on the calling thread in a new frame of `queue` (qk_queue_current()
+ *   is `queue` inside), holding it as the thread holds it already. Nothing is waited for, so
+ *   nothing is published; the thread held `queue` before the call and still does.
+ * - Through dispatch: the wait is published for the cross-thread detector exactly as described
+ *   in section 4 (and refused there when it would close a cycle, before dispatch sees it), then
+ *   the call is dispatch_sync_f or dispatch_barrier_sync_f itself, with a context on the
+ *   calling thread's stack: no block, no allocation. dispatch_sync_f on an idle queue runs the
+ *   work on the calling thread; otherwise it waits behind the blocks submitted before it, as
+ *   dispatch orders them, so exclusivity (serial queues, barriers) and the order after earlier
+ *   qk_queue_async blocks are dispatch's own. The work's wrapper withdraws the wait as soon as
+ *   it starts, pushes the frame that makes qk_queue_current() and qk_queue_check answer for
+ *   `queue` (and hands the caller's frames on, so a sync onto the main queue still holds what
+ *   its caller holds), tells ThreadSanitizer the queue is held (exclusively on a serial queue or
+ *   for a barrier, shared otherwise), and counts a barrier finished. The queue is kept alive
+ *   until that bookkeeping is done, even when `work` releases the last reference to it.
+ * - qk_queue_async and qk_queue_barrier_async hand dispatch_async_f / dispatch_barrier_async_f
+ *   a small node holding `work`, `context`, and a reference to the queue (given up after the
+ *   block ran); the node carries ThreadSanitizer's hand-off from the submitting thread to the
+ *   block. A barrier is counted before dispatch sees it, so a later sync queued behind it is
+ *   seen waiting for it (section 4).
+ * - In a forked child every one of these calls returns ENOTRECOVERABLE before anything else.
+ */
 
 /** Submits `work(context)` to run on `queue` later; returns at once.
  *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOTRECOVERABLE (nothing run)
@@ -486,6 +518,18 @@ QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
  *  unlock_with), or when its wait would close a cycle of waiting threads (section 4); EINVAL for
  *  NULL/wrong type. On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
 QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
+
+/** Whether the calling thread holds the lock: 0 when it does, EPERM when it does not, EINVAL
+ *  for a NULL/wrong-type lock. Changes nothing and counts nothing (it is no acquisition), so it
+ *  suits assertions (abseil's AssertHeld, clang's assert_capability) and layers that must answer
+ *  EPERM before they act. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_check_held(const qk_condlock_t *lock);
+
+/** 1 while the calling thread holds the lock and acquired it from a holder that exited holding
+ *  it (or did not survive a fork): the EOWNERDEAD news of the acquisition, readable however the
+ *  lock was acquired, until this thread releases it. 0 otherwise: not held by the caller, a
+ *  healthy lock, a NULL/wrong-type lock. Changes nothing. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_owner_died(const qk_condlock_t *lock);
 
 /** The current condition, read without a race and without waiting for the holder. 0 for a
  *  NULL/wrong-type lock. */

@@ -56,6 +56,9 @@ stage ctest            ctest --test-dir "$BUILD_DIR" --output-on-failure
 stage install          install_stage
 stage pkg-config       consume_pkgconfig
 stage find-package     consume_find_package
+# <queuekit.hpp>: the C++ suite (Tests/Cxx) against stage/, with g++ and clang++, C++17 and C++20,
+# -fno-exceptions, clang's -Wthread-safety, ASan+UBSan and TSan.
+stage cxx              "$ROOT/scripts/check-cxx.sh" "$STAGE_DIR"
 stage manpages         "$ROOT/scripts/check-manpages.sh" "$STAGE_DIR"
 # Every complete C, C++ and Swift program of the README, docs/, the DocC articles and the manual
 # pages, built against the installed library and run.

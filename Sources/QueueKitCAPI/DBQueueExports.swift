@@ -30,7 +30,6 @@ public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPoi
 {
     guard let work else { return EINVAL }
     return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
-        if _slowPath(Fork.isChild) { try db.checkFork() }
         try db.withAccess(db.enterRead(call: "qk_dbqueue_read")) { work(context) }
     }
 }

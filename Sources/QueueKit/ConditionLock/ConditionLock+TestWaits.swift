@@ -138,9 +138,8 @@ extension ConditionLock {
                     let first = head == nil
                     append(node)
                     releaseGuard(.keep)
-                    ThreadSanitizer.conditionLockReleasing(self)
+                    Acquisitions.releasing(self, .conditionLock, exclusive: true)
                     owner.store(0, ordering: .relaxed)
-                    qkshim_condlocks_held_decrement()
                     release(setting: nil, news: .clear)
                     return .waited(waitForHandOff(node, first: first, until: deadline, call: call))
                 }

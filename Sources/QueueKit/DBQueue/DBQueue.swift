@@ -66,7 +66,7 @@ public final class DBQueue: @unchecked Sendable {
     /// stays near it.
     public static let fairnessBound: UInt64 = 1_000_000
 
-    /// Everything the fast paths need, in one word (see `Bits`).
+    /// Everything the fast paths need, in one word (see `StateBit`).
     @usableFromInline let state = Atomic<UInt>(0)
 
     /// Asynchronous writes that have run, since creation. Written only by the thread that runs
@@ -83,20 +83,20 @@ public final class DBQueue: @unchecked Sendable {
     /// writes looks at the lane only once `completed` reaches it.
     let nextTarget = Atomic<UInt64>(.max)
 
-    /// The worker that runs asynchronous writes nobody runs while waiting: `drainerIdle` when no
-    /// worker block exists, `drainerActive` while one runs, waits for the queue or lingers.
-    let drainer = Atomic<Int>(DBQueue.drainerIdle)
-    static let drainerIdle = 0
-    static let drainerActive = 1
+    /// The worker that runs asynchronous writes nobody runs while waiting: `workerIdle` when no
+    /// worker block exists, `workerActive` while one runs, waits for the queue or lingers.
+    let workerState = Atomic<Int>(DBQueue.workerIdle)
+    static let workerIdle = 0
+    static let workerActive = 1
     /// The lingering worker parks on this word; anyone who needs it sooner sets it.
-    let drainerWord: UnsafeMutablePointer<UInt32>
+    let workerWord: UnsafeMutablePointer<UInt32>
     /// Set by `quiesce`: the worker does not linger.
     let closing = Atomic<Bool>(false)
-    static let drainerPoll: UInt64 = 1_000_000
-    static let drainerLingerPolls = 8
+    static let workerPoll: UInt64 = 1_000_000
+    static let workerLingerPolls = 8
 
     /// Where the worker runs.
-    let writer: DispatchQueue
+    let workerQueue: DispatchQueue
 
     /// The fork generation (``Fork/generation``) whose state the queue has adopted, or
     /// `adoptingFork` while a thread adopts it; and whether a fork left it unusable.
@@ -112,7 +112,7 @@ public final class DBQueue: @unchecked Sendable {
         /// Test seam (debug builds only): writes queued and not yet started (asynchronous writes
         /// submitted and not run, plus threads waiting in the lane to write).
         var pendingWriteCount: Int {
-            let queued = Int(Bits.asyncCount(state.load(ordering: .acquiring)))
+            let queued = Int(StateBit.asyncCount(state.load(ordering: .acquiring)))
             return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
         }
 
@@ -125,9 +125,9 @@ public final class DBQueue: @unchecked Sendable {
                 }.joined(separator: ", ") + " dueCount \(lane.dueCount)"
             }
             return
-                "writer \(current & Bits.writer) due \(current & Bits.due != 0) parked \(current & Bits.parked != 0) "
-                + "readers \((current & Bits.readerMask) / Bits.oneReader) async \(Bits.asyncCount(current)) "
-                + "completed \(completed.load(ordering: .acquiring)) drainer \(drainer.load(ordering: .acquiring)) "
+                "writer \(current & StateBit.writer) due \(current & StateBit.due != 0) parked \(current & StateBit.parked != 0) "
+                + "readers \((current & StateBit.readerMask) / StateBit.oneReader) async \(StateBit.asyncCount(current)) "
+                + "completed \(completed.load(ordering: .acquiring)) worker \(workerState.load(ordering: .acquiring)) "
                 + "lane [\(waiters)]"
         }
 
@@ -139,17 +139,17 @@ public final class DBQueue: @unchecked Sendable {
     public init(label: String? = nil) throws(QueueKitError) {
         let label = label ?? ""
         queue = try Queue.identity(label: label, kind: .concurrent)
-        writer = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.writer" : "\(label).writer")
-        drainerWord = .allocate(capacity: 1)
-        drainerWord.initialize(to: Parker.idle)
+        workerQueue = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.worker" : "\(label).worker")
+        workerWord = .allocate(capacity: 1)
+        workerWord.initialize(to: Parker.idle)
     }
 
     deinit {
         ThreadSanitizer.destroying(self)
         if brokenByFork.load(ordering: .relaxed) { return }
-        let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
+        let idle = state.load(ordering: .acquiring) & ~StateBit.flags == 0
         Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
-        drainerWord.deallocate()
+        workerWord.deallocate()
     }
 
     // MARK: Swift API
@@ -162,8 +162,7 @@ public final class DBQueue: @unchecked Sendable {
     ///   ``Diagnostics``); ``QueueKitError/notRecoverable`` in a forked child, on a DB queue that
     ///   was being written at the fork; whatever `body` throws.
     public func read<R>(_ body: () throws -> R) throws -> R {
-        if _slowPath(Fork.isChild) { try checkFork() }
-        return try withAccess(enterRead(call: "DBQueue.read"), body)
+        try withAccess(enterRead(call: "DBQueue.read"), body)
     }
 
     /// Runs `body` now, exclusively, after every write submitted before it, and returns its value.
@@ -223,7 +222,7 @@ public final class DBQueue: @unchecked Sendable {
         ThreadSanitizer.acquire(self)
         // The worker need not linger for a queue that is going away.
         closing.store(true, ordering: .releasing)
-        wakeDrainer(start: false)
+        wakeWorker(start: false)
     }
 
     // MARK: Core (the C API calls these)
@@ -251,6 +250,7 @@ public final class DBQueue: @unchecked Sendable {
     /// `withAccess` at once.
     @inlinable @inline(__always)
     package func enterRead(call: StaticString) throws(QueueKitError) -> Access {
+        if _slowPath(Fork.isChild) { try checkFork() }
         let caller = ExecutionContext.innermost
         if caller != nil && ExecutionContext.hold(of: queue, from: caller) != .none {
             return Access(caller: caller, isInline: true, isExclusive: false)
@@ -283,8 +283,8 @@ public final class DBQueue: @unchecked Sendable {
             return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
         }
         defer { if exclusive { releaseWrite() } else { releaseRead() } }
-        ThreadSanitizer.locked(self, shared: !exclusive)
-        defer { ThreadSanitizer.unlocking(self, shared: !exclusive) }
+        Acquisitions.acquired(self, .dbQueue, exclusive: exclusive)
+        defer { Acquisitions.releasing(self, .dbQueue, exclusive: exclusive) }
         return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
     }
 
@@ -300,11 +300,11 @@ public final class DBQueue: @unchecked Sendable {
     package func writeAsync(_ work: CWork) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
         let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
-        let before = state.add(Bits.oneAsync, ordering: .sequentiallyConsistent).oldValue
+        let before = state.add(StateBit.oneAsync, ordering: .sequentiallyConsistent).oldValue
         writes.push(work)
         // The first pending write makes sure a worker exists; a lingering one finds it by polling.
-        if Bits.asyncCount(before) == 0 && drainer.load(ordering: .sequentiallyConsistent) == Self.drainerIdle {
-            startDrainer()
+        if StateBit.asyncCount(before) == 0 && workerState.load(ordering: .sequentiallyConsistent) == Self.workerIdle {
+            startWorker()
         }
     }
 }

@@ -9,7 +9,7 @@ import Synchronization
 extension DBQueue {
     /// The layout of `DBQueue.state`.
     @usableFromInline
-    enum Bits {
+    enum StateBit {
         /// A thread holds the queue exclusively: a writer, or a thread running asynchronous writes.
         @inlinable static var writer: UInt { 1 }
         /// A waiter has waited past the fairness bound: nobody enters without the lane.

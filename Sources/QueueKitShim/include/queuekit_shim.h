@@ -2,9 +2,10 @@
 /* Copyright QueueKit developers */
 
 /*
- * The platform seam of QueueKit: only what Swift cannot express on Linux (initial-exec
- * thread-locals, the futex system call). No logic lives here. Nothing here is exported from
- * libqueuekit.so (the version script keeps only qk_*).
+ * The platform seam of QueueKit: what Swift cannot express on Linux (initial-exec
+ * thread-locals, the futex system call, atomics on plain words, the load-time constructor that
+ * reads QUEUEKIT_STALL_MS and starts the stall watch, the fork handlers). Nothing here is
+ * exported from libqueuekit.so (the version script keeps only qk_*).
  */
 #ifndef QUEUEKIT_SHIM_H
 #define QUEUEKIT_SHIM_H
@@ -297,5 +298,17 @@ __attribute__((noreturn)) void qkshim_fatal(const char *message);
 /* As qkshim_fatal, for a system call that failed in a way that can only be a bug: one line naming
  * the call, the errno value and its text. */
 __attribute__((noreturn)) void qkshim_fatal_errno(const char *call, int error);
+
+
+/* ---- libdispatch's round trips without blocks (dispatch.c) ---------------------------------- */
+
+/* dispatch_sync_f, or dispatch_barrier_sync_f when `barrier`, of `work(context)` onto the dispatch
+ * queue `queue` (a dispatch_queue_t): a context on the caller's stack, no block, no allocation. */
+void qkshim_dispatch_sync(void *queue, bool barrier, void *context, void (*work)(void *context));
+/* dispatch_async_f, or dispatch_barrier_async_f when `barrier`. */
+void qkshim_dispatch_async(void *queue, bool barrier, void *context, void (*work)(void *context));
+/* dispatch_get_current_queue(): the dispatch queue whose block runs (used once, to confirm where
+ * the Swift overlay keeps a DispatchQueue's dispatch_queue_t). */
+void *qkshim_dispatch_current_queue(void);
 
 #endif

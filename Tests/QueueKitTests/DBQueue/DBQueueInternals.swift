@@ -17,6 +17,12 @@ enum DBQueueInternals {
     /// The queue's state, for failure messages.
     static func debugState(_ db: OpaquePointer) -> String { object(db).debugState }
 
+    /// Whether a thread waits in `call` for the DB queue labelled `label` (the wait report shows
+    /// it): a call that is really blocked, whatever part of the lane it waits in.
+    static func isWaiting(in call: String, label: String) -> Bool {
+        Diagnostics.waitReport().contains("in \(call)(DB queue \"\(label)\")")
+    }
+
     /// Readers and writers waiting in the lane.
     static func waitingCalls(_ db: OpaquePointer) -> Int { object(db).waitingCallCount }
 
