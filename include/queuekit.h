@@ -611,8 +611,9 @@ QK_EXPORT int qk_condlock_trylock_if(qk_condlock_t *lock, qk_condition_test_t te
 QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test,
                                         void *context, uint64_t deadline_ns);
 
-/** For the holder: pthread_cond_wait without the loop and without the herd. Returns 0 at once
- *  when `test(condition, context)` already holds. Otherwise it queues itself, then releases the
+/** Releases the held lock, waits until a test of the condition holds, and returns holding it:
+ *  pthread_cond_wait without the loop and without the herd. Returns 0 at once when
+ *  `test(condition, context)` already holds. Otherwise it queues itself, then releases the
  *  lock as qk_condlock_unlock does (handing it to the first waiter the condition satisfies), so
  *  no release that leaves a satisfying condition can be missed; it is woken only by a release
  *  whose condition its test accepts, and returns 0 holding the lock with the test true.
