@@ -54,7 +54,7 @@ need_packages() {
 cmake_build() {
     local dir=${1:-$BUILD_DIR}
     shift $(($# > 0 ? 1 : 0))
-    quietly cmake -G Ninja -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@"
+    quietly cmake -G Ninja -S "$ROOT" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" || return
     cmake --build "$dir"
 }
 
@@ -71,8 +71,8 @@ build_consumer() {
     local how=$1 dir=$2
     rm -rf "$dir"
     PKG_CONFIG_PATH=$STAGE_DIR/lib/pkgconfig quietly cmake -G Ninja -S "$ROOT/examples/consumer" -B "$dir" \
-        -DQK_CONSUME="$how" -DCMAKE_PREFIX_PATH="$STAGE_DIR"
-    quietly cmake --build "$dir"
+        -DQK_CONSUME="$how" -DCMAKE_PREFIX_PATH="$STAGE_DIR" || return
+    quietly cmake --build "$dir" || return
     echo "built the examples with examples/consumer ($how) into $dir"
 }
 
