@@ -313,7 +313,14 @@ public final class Queue: @unchecked Sendable {
 
     /// The dispatch round trip of a `sync`. Dispatch's `sync` rethrows untyped, so the typed
     /// outcome crosses it in a `Result`.
+    ///
+    /// The caller only borrows the queue, and `work` may release the last reference to it (a C
+    /// program's `qk_queue_release` inside its own `barrier_sync`): the round trip holds a
+    /// reference of its own until dispatch has returned, so the bookkeeping after `work` (the
+    /// barrier count, the hold's end) never touches a freed queue.
     private func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
+        let kept = isImmortal ? nil : Unmanaged.passRetained(self)
+        defer { kept?.release() }
         var outcome: Result<R, E>?
         withoutActuallyEscaping(work) { work in
             let box = UncheckedSendable(work)
