@@ -20,7 +20,8 @@ import QueueKitShim
 //   so queue submissions and asynchronous DB-queue writes fail there with `notRecoverable`.
 //
 // Lock order: the deadlock handler's, the deadlock detector's, `ThreadRecord.registry`, then the
-// registry of condition locks, then a lock's guard.
+// registry of condition locks, then a lock's guard; then the registry of queue specifics
+// (`LiveSpecifics`), then each queue's specifics lock.
 
 /// A lock that belongs to the thread holding it: what the exit hook and the fork hooks need of it.
 /// Every method is called with the registry of live locks held.
@@ -123,9 +124,11 @@ private let forkPrepare: @convention(c) () -> Void = {
     WaitRegistry.detector.acquireForFork()
     ThreadRecord.registry.acquireForFork()
     LiveConditionLocks.prepareForFork()
+    LiveSpecifics.prepareForFork()
 }
 
 private let forkParent: @convention(c) () -> Void = {
+    LiveSpecifics.resumeInParent()
     LiveConditionLocks.resumeInParent()
     ThreadRecord.registry.releaseInParent()
     WaitRegistry.detector.releaseInParent()
@@ -134,6 +137,7 @@ private let forkParent: @convention(c) () -> Void = {
 
 private let forkChild: @convention(c) () -> Void = {
     let survivor = qkshim_thread_id()
+    LiveSpecifics.resumeInChild()
     LiveConditionLocks.resumeInChild(survivor: survivor)
     ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor)
     }
