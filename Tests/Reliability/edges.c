@@ -5,13 +5,15 @@
  * edges.c -- patterns real C programs use at the edges of an object's life and of a fork:
  * a qk_dbqueue_write_async that is still returning while another thread flushes and destroys
  * the queue (with CPU-hog threads so that the writer is preempted inside the call), the last
- * reference released inside the queue's own barrier_sync (run it under valgrind), labels that
- * are not UTF-8. Each case bounds its waits; a failure prints its line and the program exits 1.
+ * reference released inside the queue's own barrier_sync (run it under valgrind), forks while
+ * another thread holds an internal lock (each child under alarm()), labels that are not UTF-8. Each case bounds its waits; a failure prints its line and the program exits 1.
  */
 #include "reliability.h"
 
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,11 +105,76 @@ static void release_inside_own_sync(void) {
     }
 }
 
+
+/* ---- fork while another thread holds an internal lock --------------------------------------- */
+
+enum { FORKS = 40, CHILD_SECONDS = 5 };
+
+static atomic_bool racing;
+static int key_a, key_b, values[2];
+static atomic_int destroyed_in_child;
+
+static void count_destroyed(void *value) {
+    (void)value;
+    atomic_fetch_add(&destroyed_in_child, 1);
+}
+
+static void *set_specifics(void *argument) {
+    qk_queue_t *queue = argument;
+    for (unsigned i = 0; atomic_load_explicit(&racing, memory_order_relaxed); i++)
+        qk_queue_set_specific(queue, &key_a, &values[i & 1], NULL);
+    return NULL;
+}
+
+/* Forks FORKS times while `holder` takes the lock under test in a loop; each child runs `child`
+ * under alarm() and exits with its status (a hang is SIGALRM). Returns the children that failed. */
+static int fork_racing(void *(*holder)(void *), void *argument, int (*child)(void *)) {
+    pthread_t thread;
+    atomic_store(&racing, true);
+    pthread_create(&thread, NULL, holder, argument);
+    int failed = 0;
+    for (int i = 0; i < FORKS; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(CHILD_SECONDS);
+            _exit(child(argument));
+        }
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            failed++;
+            if (WIFSIGNALED(status))
+                fprintf(stderr, "edges: child %d ended by signal %d\n", i, WTERMSIG(status));
+        }
+    }
+    atomic_store(&racing, false);
+    pthread_join(thread, NULL);
+    return failed;
+}
+
+static int child_uses_specifics(void *argument) {
+    qk_queue_t *queue = argument;
+    void *got = qk_queue_get_specific(queue, &key_a);
+    if (got != &values[0] && got != &values[1]) return 2;
+    /* A replaced value's destructor runs in the child too. */
+    if (qk_queue_set_specific(queue, &key_b, &values[0], count_destroyed) != 0) return 3;
+    if (qk_queue_set_specific(queue, &key_b, &values[1], count_destroyed) != 0) return 4;
+    if (atomic_load(&destroyed_in_child) != 1) return 5;
+    return 0;
+}
+
+static void fork_while_setting_specifics(void) {
+    qk_queue_t *queue = qk_queue_create("specifics-at-fork", QK_QUEUE_SERIAL);
+    CHECK_EQ(qk_queue_set_specific(queue, &key_a, &values[0], NULL), 0);
+    CHECK_EQ(fork_racing(set_specifics, queue, child_uses_specifics), 0);
+    qk_queue_release(queue);
+}
+
 int main(int argc, char **argv) {
     unsigned iterations = 2000;
     if (argc == 3 && strcmp(argv[1], "--iterations") == 0) iterations = (unsigned)atoi(argv[2]);
     write_async_racing_destroy(iterations);
     release_inside_own_sync();
+    fork_while_setting_specifics();
     printf("edges: %d checks, %d failures\n", atomic_load(&checks), atomic_load(&failures));
     return atomic_load(&failures) == 0 ? 0 : 1;
 }
