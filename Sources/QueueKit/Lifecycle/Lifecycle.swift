@@ -21,7 +21,8 @@ import QueueKitShim
 //
 // Lock order: the deadlock handler's, the deadlock detector's, `ThreadRecord.registry`, then the
 // registry of condition locks, then a lock's guard; then the registry of queue specifics
-// (`LiveSpecifics`), then each queue's specifics lock.
+// (`LiveSpecifics`), then each queue's specifics lock; then the DB queues' write-node pool's
+// growth lock.
 
 /// A lock that belongs to the thread holding it: what the exit hook and the fork hooks need of it.
 /// Every method is called with the registry of live locks held.
@@ -125,9 +126,11 @@ private let forkPrepare: @convention(c) () -> Void = {
     ThreadRecord.registry.acquireForFork()
     LiveConditionLocks.prepareForFork()
     LiveSpecifics.prepareForFork()
+    WriteNodePool.prepareForFork()
 }
 
 private let forkParent: @convention(c) () -> Void = {
+    WriteNodePool.resumeInParent()
     LiveSpecifics.resumeInParent()
     LiveConditionLocks.resumeInParent()
     ThreadRecord.registry.releaseInParent()
@@ -137,6 +140,7 @@ private let forkParent: @convention(c) () -> Void = {
 
 private let forkChild: @convention(c) () -> Void = {
     let survivor = qkshim_thread_id()
+    WriteNodePool.resumeInChild()
     LiveSpecifics.resumeInChild()
     LiveConditionLocks.resumeInChild(survivor: survivor)
     ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor)
