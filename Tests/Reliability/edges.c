@@ -169,12 +169,55 @@ static void fork_while_setting_specifics(void) {
     qk_queue_release(queue);
 }
 
+/* The write-node pool grows (under its lock) when every node is in use: a write that blocks the
+ * worker keeps the writes behind it pending, so each burst of submissions grows the pool. */
+static sem_t gate, gate_entered;
+
+static void blocked_write(void *context) {
+    (void)context;
+    sem_post(&gate_entered);
+    sem_wait(&gate);
+}
+
+static void nothing(void *context) {
+    (void)context;
+}
+
+static void *grow_pool(void *argument) {
+    qk_dbqueue_t *db = argument;
+    CHECK_EQ(qk_dbqueue_write_async(db, NULL, blocked_write), 0);
+    sem_wait(&gate_entered);
+    int failed = 0;
+    for (long i = 0; i < (1l << 21) && atomic_load_explicit(&racing, memory_order_relaxed); i++)
+        failed += qk_dbqueue_write_async(db, NULL, nothing) != 0;
+    CHECK_EQ(failed, 0);
+    sem_post(&gate);
+    return NULL;
+}
+
+static int child_creates_db_queue(void *argument) {
+    (void)argument;
+    qk_dbqueue_t *db = qk_dbqueue_create("created-in-child");
+    if (db == NULL) return 2;
+    if (qk_dbqueue_write(db, NULL, nothing) != 0) return 3;
+    return qk_dbqueue_destroy(db) == 0 ? 0 : 4;
+}
+
+static void fork_while_growing_the_write_pool(void) {
+    sem_init(&gate, 0, 0);
+    sem_init(&gate_entered, 0, 0);
+    qk_dbqueue_t *db = qk_dbqueue_create("grows-the-pool");
+    CHECK_EQ(fork_racing(grow_pool, db, child_creates_db_queue), 0);
+    CHECK_EQ(qk_dbqueue_destroy(db), 0);
+}
+
 int main(int argc, char **argv) {
     unsigned iterations = 2000;
     if (argc == 3 && strcmp(argv[1], "--iterations") == 0) iterations = (unsigned)atoi(argv[2]);
     write_async_racing_destroy(iterations);
     release_inside_own_sync();
     fork_while_setting_specifics();
+    fork_while_growing_the_write_pool();
     printf("edges: %d checks, %d failures\n", atomic_load(&checks), atomic_load(&failures));
     return atomic_load(&failures) == 0 ? 0 : 1;
 }
