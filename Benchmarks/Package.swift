@@ -56,6 +56,18 @@ let package = Package(
                 .unsafeFlags(["-L", "\(prefix)/lib", "-Xlinker", "-rpath", "-Xlinker", "\(prefix)/lib"]),
             ]
         ),
+        // The C++ layer's rows: <queuekit.hpp> (installed beside <queuekit.h>) against the C calls
+        // it wraps and the standard library's anchors, compiled as C++17.
+        .target(
+            name: "QueueKitBenchCxx",
+            dependencies: ["QueueKitBenchKernels"],
+            path: "Sources/QueueKitBenchCxx",
+            cxxSettings: [.unsafeFlags(["-I", "\(prefix)/include", "-I", dispatchIncludeDirectory])],
+            linkerSettings: [
+                .linkedLibrary("queuekit"),
+                .unsafeFlags(["-L", "\(prefix)/lib", "-Xlinker", "-rpath", "-Xlinker", "\(prefix)/lib"]),
+            ]
+        ),
         // The Swift-API rows, on the Swift module.
         .target(
             name: "QueueKitBenchSwift",
@@ -65,9 +77,10 @@ let package = Package(
         // The driver: repeats, compares and reports.
         .executableTarget(
             name: "queuekit-bench",
-            dependencies: ["QueueKitBenchKernels"],
+            dependencies: ["QueueKitBenchKernels", "QueueKitBenchCxx"],
             path: "Sources/queuekit-bench"
         ),
     ],
-    swiftLanguageModes: [.v6]
+    swiftLanguageModes: [.v6],
+    cxxLanguageStandard: .cxx17
 )

@@ -6,7 +6,8 @@
 #   libqueuekit0         component runtime:     libqueuekit.so.0.x.y (stripped, with a
 #                        .gnu_debuglink) and its SONAME link
 #   libqueuekit0-dbgsym  its debug information, /usr/lib/debug/.build-id/NN/REST.debug (.ddeb)
-#   libqueuekit-dev      component development: queuekit.h, the libqueuekit.so link, queuekit.pc,
+#   libqueuekit-dev      component development: queuekit.h, queuekit.hpp (and queuekit/), the
+#                        libqueuekit.so link, queuekit.pc,
 #                        the CMake package and the manual pages (everything installed without a
 #                        component)
 #
@@ -61,8 +62,8 @@ queue-identity registry (which queue am I on), a reentrant reader/writer DB
 queue whose nested calls never deadlock, and a condition lock with
 NSConditionLock semantics.
 .
-This package contains the header, the pkg-config file, the CMake package and
-the manual pages (man queuekit).")
+This package contains the C header, the header-only C++ layer (queuekit.hpp),
+the pkg-config file, the CMake package and the manual pages (man queuekit).")
 
 # DEBIAN/symbols (the symbols file without its comments) and the ldconfig trigger, which is all
 # a library package needs. (CPack adds postinst/postrm scripts that run ldconfig as well, which

@@ -138,9 +138,10 @@ typedef void (*qk_function_t)(void *context);
 
 /** Every non-zero status a QueueKit function returns, one `XX(code, description)` per status:
  *  `code` is the <errno.h> constant, `description` what it means from QueueKit. This one list
- *  produces qk_strerror, qk_status_name, the Swift QueueKitError constants and the manual's
- *  table of statuses (EOWNERDEAD and ENOTRECOVERABLE: see "Threads that die and processes that
- *  fork" above). Expand it with a macro of your own, after including <errno.h>:
+ *  produces qk_strerror, qk_status_name and the manual's table of statuses (EOWNERDEAD and
+ *  ENOTRECOVERABLE: see "Threads that die and processes that fork" above); the tests check the
+ *  Swift QueueKitError constants against it. Expand it with a macro of your own, after
+ *  including <errno.h>:
  *
  *      #define NAME_CASE(code, description) case code: return #code;
  *      switch (status) { QK_STATUS_MAP(NAME_CASE) default: return "?"; }
@@ -237,6 +238,37 @@ QK_EXPORT void qk_queue_release(qk_queue_t *queue);
  *  Valid as long as the queue. */
 QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
 
+/* How the round trips reach the queue, and why each path keeps every rule below.
+ *
+ * - qk_queue_sync, qk_queue_barrier_sync, qk_queue_perform first decide, from the calling
+ *   thread's own frames (what it runs here and further out, through sync hops), whether the call
+ *   is refused (EDEADLK: sync onto a queue it holds exclusively, barrier_sync onto a queue it
+ *   runs, the target cases), runs inline (perform on a queue the thread is on; sync onto a
+ *   concurrent queue whose non-barrier block it runs) or goes through dispatch. None of this
+ *   touches shared memory: it is the same check, with the same answers, as always.
+ * - Inline: `work` runs on the calling thread in a new frame of `queue` (qk_queue_current()
+ *   is `queue` inside), holding it as the thread holds it already. Nothing is waited for, so
+ *   nothing is published; the thread held `queue` before the call and still does.
+ * - Through dispatch: the wait is published for the cross-thread detector exactly as described
+ *   in section 4 (and refused there when it would close a cycle, before dispatch sees it), then
+ *   the call is dispatch_sync_f or dispatch_barrier_sync_f itself, with a context on the
+ *   calling thread's stack: no block, no allocation. dispatch_sync_f on an idle queue runs the
+ *   work on the calling thread; otherwise it waits behind the blocks submitted before it, as
+ *   dispatch orders them, so exclusivity (serial queues, barriers) and the order after earlier
+ *   qk_queue_async blocks are dispatch's own. The work's wrapper withdraws the wait as soon as
+ *   it starts, pushes the frame that makes qk_queue_current() and qk_queue_check answer for
+ *   `queue` (and hands the caller's frames on, so a sync onto the main queue still holds what
+ *   its caller holds), tells ThreadSanitizer the queue is held (exclusively on a serial queue or
+ *   for a barrier, shared otherwise), and counts a barrier finished. The queue is kept alive
+ *   until that bookkeeping is done, even when `work` releases the last reference to it.
+ * - qk_queue_async and qk_queue_barrier_async hand dispatch_async_f / dispatch_barrier_async_f
+ *   a small node holding `work`, `context`, and a reference to the queue (given up after the
+ *   block ran); the node carries ThreadSanitizer's hand-off from the submitting thread to the
+ *   block. A barrier is counted before dispatch sees it, so a later sync queued behind it is
+ *   seen waiting for it (section 4).
+ * - In a forked child every one of these calls returns ENOTRECOVERABLE before anything else.
+ */
+
 /** Submits `work(context)` to run on `queue` later; returns at once.
  *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOTRECOVERABLE (nothing run)
  *  in a forked child, as every submission below (see "Threads that die and processes that fork"). */
@@ -249,29 +281,31 @@ QK_EXPORT int qk_queue_async(qk_queue_t *queue, void *context, qk_function_t wor
  *  main queue on the main thread); when it holds exclusively a queue that `queue` targets; and
  *  when it runs a non-barrier block of a concurrent queue that `queue` targets, other than a
  *  global queue (dispatch would queue `work` there behind any pending barrier, which waits for
- *  the thread itself; global queues have no barriers).
+ *  the thread itself; global queues have no barriers); also EDEADLK when its wait would close a
+ *  cycle of waiting threads (section 4).
  *  On a concurrent queue whose non-barrier block the thread already runs (directly or through a
  *  queue that targets it), `work` runs inline at once: it can never wait behind a pending barrier.
- *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. */
+ *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOTRECOVERABLE (nothing run)
+ *  in a forked child. */
 QK_EXPORT int qk_queue_sync(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Submits `work(context)` as a barrier: on a concurrent queue it runs alone, after the blocks
  *  submitted before it; on a serial queue, and on the global queues (which, as in dispatch, do
  *  not honour barriers), it is the same as qk_queue_async. Returns at once.
- *  EINVAL: as qk_queue_async. */
+ *  EINVAL and ENOTRECOVERABLE: as qk_queue_async. */
 QK_EXPORT int qk_queue_barrier_async(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` as a barrier on `queue` and waits for it (on a global queue: as
  *  qk_queue_sync). Returns EDEADLK without running `work` when the calling thread runs any block
- *  of `queue` (here or further out), and in the target cases of qk_queue_sync.
- *  EINVAL: as qk_queue_async. */
+ *  of `queue` (here or further out), in the target cases of qk_queue_sync, and when its wait would
+ *  close a cycle of waiting threads (section 4). EINVAL and ENOTRECOVERABLE: as qk_queue_async. */
 QK_EXPORT int qk_queue_barrier_sync(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` on `queue` now, the safe way: inline when the calling thread is already
  *  on `queue` (whenever qk_queue_check(queue, QK_ON_QUEUE) holds, so also when `queue` is held
  *  further out by a waiting sync), otherwise exactly as qk_queue_sync (including its EDEADLK for
- *  a queue that `queue` targets). It never deadlocks on `queue` itself.
- *  EINVAL: as qk_queue_async. */
+ *  a queue that `queue` targets, and when its wait would close a cycle of waiting threads). It
+ *  never deadlocks on `queue` itself. EINVAL and ENOTRECOVERABLE (also inline): as qk_queue_async. */
 QK_EXPORT int qk_queue_perform(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** The innermost queue whose block the calling thread is running, through any of the calls
@@ -376,7 +410,8 @@ QK_EXPORT int qk_dbqueue_read(qk_dbqueue_t *db, void *context, qk_function_t wor
  *  submitted before it. Inside a write (at any depth, also with reads nested in between) it runs
  *  inline. Inside a read and no write it returns EDEADLK and runs nothing: the upgrade would
  *  deadlock; also EDEADLK (nothing run) when its wait would close a cycle of waiting threads
- *  (section 4). EINVAL: NULL/wrong-type db, NULL work. */
+ *  (section 4). EINVAL: NULL/wrong-type db, NULL work. ENOTRECOVERABLE (nothing run) in a forked
+ *  child on a queue that was being written or had writes pending at the fork. */
 QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Queues `work(context)` to run exclusively, FIFO with all writes; returns at once (lock-free).
@@ -391,7 +426,8 @@ QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_functio
 /** Waits until every write submitted before the call has run (running them itself when its
  *  thread holds nothing else of QueueKit's, see qk_dbqueue_t). EDEADLK inside a block of this
  *  queue, or when its wait would close a cycle of waiting threads (section 4; the writes still
- *  run); EINVAL for NULL/wrong type. */
+ *  run); EINVAL for NULL/wrong type; ENOTRECOVERABLE in a forked child on a queue that was being
+ *  written or had writes pending at the fork. */
 QK_EXPORT int qk_dbqueue_flush(qk_dbqueue_t *db);
 
 /** The queue that stands for `db` in identity checks (borrowed, lives as long as `db`): inside a
@@ -442,43 +478,61 @@ QK_EXPORT int qk_condlock_destroy(qk_condlock_t *lock);
 QK_EXPORT int qk_condlock_lock(qk_condlock_t *lock);
 
 /** Acquires the lock if it is free, whatever the condition; EBUSY otherwise (also when the
- *  caller holds it). Never waits. */
+ *  caller holds it). Never waits. EOWNERDEAD and EINVAL as qk_condlock_lock. */
 QK_EXPORT int qk_condlock_trylock(qk_condlock_t *lock);
 
 /** As qk_condlock_lock, giving up at the absolute CLOCK_MONOTONIC `deadline_ns` (see qk_now_ns;
  *  QK_FOREVER never expires) with ETIMEDOUT, not holding the lock. A deadline already past tries
  *  once: 0 or ETIMEDOUT. A waiter handed the lock at the moment its deadline passes keeps it and
- *  returns 0: a call returns either 0 holding the lock or ETIMEDOUT holding nothing. */
+ *  returns 0: a call returns either 0 holding the lock or ETIMEDOUT holding nothing. EDEADLK,
+ *  EOWNERDEAD and EINVAL as qk_condlock_lock (a timed wait is never refused for a cycle). */
 QK_EXPORT int qk_condlock_lock_until(qk_condlock_t *lock, uint64_t deadline_ns);
 
 /** Returns holding the lock with the condition equal to `condition`, waiting as long as needed
  *  (until a release or qk_condlock_set leaves that value). EDEADLK when the calling thread
- *  already holds the lock. */
+ *  already holds the lock, or when its wait would close a cycle of waiting threads (section 4).
+ *  EOWNERDEAD and EINVAL as qk_condlock_lock. */
 QK_EXPORT int qk_condlock_lock_when(qk_condlock_t *lock, intptr_t condition);
 
 /** Acquires the lock only if it is free and its condition equals `condition`; EBUSY otherwise
- *  (also when the lock is free with another value, or held by the caller). Never waits. */
+ *  (also when the lock is free with another value, or held by the caller). Never waits.
+ *  EOWNERDEAD and EINVAL as qk_condlock_lock. */
 QK_EXPORT int qk_condlock_trylock_when(qk_condlock_t *lock, intptr_t condition);
 
 /** As qk_condlock_lock_when, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock).
- *  A deadline already past tries once. The timeout rules of qk_condlock_lock_until apply. */
+ *  A deadline already past tries once. The timeout rules of qk_condlock_lock_until apply, and its
+ *  EDEADLK, EOWNERDEAD and EINVAL. */
 QK_EXPORT int qk_condlock_lock_when_until(qk_condlock_t *lock, intptr_t condition,
                                           uint64_t deadline_ns);
 
 /** Releases the lock, keeping the condition; hands it to the first waiter that condition
- *  satisfies, if any. EPERM (nothing changed) when the calling thread does not hold it. */
+ *  satisfies, if any. EPERM (nothing changed) when the calling thread does not hold it; EINVAL for
+ *  NULL/wrong type. */
 QK_EXPORT int qk_condlock_unlock(qk_condlock_t *lock);
 
 /** Sets the condition and releases the lock in one step: no thread sees the lock free with the
  *  old condition. Wakes only the first waiter the new state satisfies. EPERM (nothing changed,
- *  condition included) when the calling thread does not hold the lock. */
+ *  condition included) when the calling thread does not hold the lock; EINVAL for NULL/wrong type. */
 QK_EXPORT int qk_condlock_unlock_with(qk_condlock_t *lock, intptr_t condition);
 
 /** Acquires the lock (waiting if needed), then unlock_with(condition): starts a chain from a
  *  thread that does not hold the lock, where NSConditionLock code unlocks a lock it never
  *  locked. Counts as one acquisition. EDEADLK when the calling thread holds it (use
- *  unlock_with). On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
+ *  unlock_with), or when its wait would close a cycle of waiting threads (section 4); EINVAL for
+ *  NULL/wrong type. On an abandoned lock it returns 0 and leaves EOWNERDEAD for the next acquirer. */
 QK_EXPORT int qk_condlock_set(qk_condlock_t *lock, intptr_t condition);
+
+/** Whether the calling thread holds the lock: 0 when it does, EPERM when it does not, EINVAL
+ *  for a NULL/wrong-type lock. Changes nothing and counts nothing (it is no acquisition), so it
+ *  suits assertions (abseil's AssertHeld, clang's assert_capability) and layers that must answer
+ *  EPERM before they act. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_check_held(const qk_condlock_t *lock);
+
+/** 1 while the calling thread holds the lock and acquired it from a holder that exited holding
+ *  it (or did not survive a fork): the EOWNERDEAD news of the acquisition, readable however the
+ *  lock was acquired, until this thread releases it. 0 otherwise: not held by the caller, a
+ *  healthy lock, a NULL/wrong-type lock. Changes nothing. Thread-safe; never waits. */
+QK_EXPORT int qk_condlock_owner_died(const qk_condlock_t *lock);
 
 /** The current condition, read without a race and without waiting for the holder. 0 for a
  *  NULL/wrong-type lock. */
@@ -557,8 +611,8 @@ QK_EXPORT int qk_condlock_trylock_if(qk_condlock_t *lock, qk_condition_test_t te
 /** As qk_condlock_lock_if, giving up at `deadline_ns` with ETIMEDOUT (not holding the lock). A
  *  deadline already past tests once: 0 (or EOWNERDEAD) or ETIMEDOUT. The timeout rules of
  *  qk_condlock_lock_until apply; a timed wait is never refused as a deadlock. */
-QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test, void *context,
-                                        uint64_t deadline_ns);
+QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test,
+                                        void *context, uint64_t deadline_ns);
 
 /** For the holder: pthread_cond_wait without the loop and without the herd. Returns 0 at once
  *  when `test(condition, context)` already holds. Otherwise it queues itself, then releases the

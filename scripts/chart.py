@@ -72,7 +72,7 @@ def main():
         threads = int(w.split(", ")[1].split(" ")[0])
         key = (mix, r["implementation"])
         series.setdefault(key, []).append((threads, 1e3 / float(r["median_ns"])))
-    styles = {"90/10": "-", "50/50": ":"}
+    styles = {"100/0": "--", "99/1": "-.", "90/10": "-", "50/50": ":"}
     implementations = sorted({impl for _, impl in series})
     palette = plt.get_cmap("tab10")
     color = {impl: palette(i % 10) for i, impl in enumerate(implementations)}
@@ -86,7 +86,7 @@ def main():
     right.set_xticklabels(["1", "2", "4", "8"])
     right.set_xlabel("threads")
     right.set_ylabel("million operations per second (log)")
-    right.set_title("Mixed reads/writes: throughput (solid 90/10, dotted 50/50)")
+    right.set_title("Mixed reads/writes: throughput (dashed 100/0, dash-dot 99/1, solid 90/10, dotted 50/50)")
     right.legend(fontsize=7, loc="lower left")
     right.grid(True, which="both", alpha=0.3)
 

@@ -3,12 +3,14 @@
 # Copyright QueueKit developers
 
 # Checks the installed manual pages of an install prefix (the test suite's stage/):
-#   - every page renders with `man --warnings -l` and `groff -ww` without a single warning;
+#   - every page renders with `man --warnings -l` and `groff -ww` without a single warning, and
+#     has NAME, LIBRARY, SYNOPSIS, DESCRIPTION, RETURN VALUE, ERRORS, EXAMPLES and SEE ALSO;
 #   - every function the installed libqueuekit.so exports has its section-3 page, and
 #     `man 3 NAME` / `man 7 queuekit` find them through the prefix's manpath;
 #   - the generator copes with declarations the header may gain (Tests/ManPages/future.h: a
 #     function-pointer type, prototypes over several lines, lists and code in a doc comment), and
-#     refuses an exported function without a doc comment.
+#     refuses an exported function without a doc comment, and a page without its supplement
+#     (docs/man/NAME.txt: RETURN VALUE, ERRORS, EXAMPLES).
 #
 #   check-manpages.sh PREFIX
 set -euo pipefail
@@ -34,6 +36,11 @@ render() {
             echo "FAIL: $page renders with warnings:"; echo "$messages" | sed 's/^/  /'
             failed=1
         fi
+        for section in NAME LIBRARY SYNOPSIS DESCRIPTION "RETURN VALUE" ERRORS EXAMPLES "SEE ALSO"; do
+            if ! zcat -f "$page" | grep -Eq "^\.SH \"?$section\"?\$"; then
+                echo "FAIL: $page has no $section section"; failed=1
+            fi
+        done
         count=$((count + 1))
     done
     echo "$count pages rendered"
@@ -70,5 +77,11 @@ if python3 "$ROOT/scripts/manpages.py" "$tmp/undocumented.h" --list >/dev/null 2
     echo "FAIL: the generator accepted an exported function without a doc comment"; failed=1
 else
     echo "refused as it should: $(cat "$tmp/error")"
+fi
+mkdir "$tmp/no-supplements"
+if python3 "$ROOT/scripts/manpages.py" "$ROOT/include/queuekit.h" --list --pages "$tmp/no-supplements" >/dev/null 2>"$tmp/error"; then
+    echo "FAIL: the generator accepted pages without their supplements"; failed=1
+else
+    echo "refused as it should: $(head -n 2 "$tmp/error" | tr '\n' ' ')"
 fi
 [ $failed -eq 0 ]

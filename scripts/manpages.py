@@ -11,11 +11,30 @@ it. This script turns it into
     other functions of its header section;
   - queuekit.7, the overview: the header's opening comment, the table of statuses (from
     QK_STATUS_MAP, the one status list), and each header section's types, macros and functions.
+  - one section-7 page per numbered header section, the component (queuekit-queue.7, ...): its
+    types, functions and a complete program.
 Nothing is listed by hand: a function declared with QK_EXPORT gets its page; a declaration of it
 without a doc comment is an error.
 
-    manpages.py HEADER OUTDIR [--version X.Y.Z] [--gzip]   write the pages
-    manpages.py HEADER --list                               print the page file names
+Every page has NAME, LIBRARY, SYNOPSIS, DESCRIPTION, RETURN VALUE, ERRORS, EXAMPLES and SEE ALSO.
+What the header cannot say in a doc comment comes from the page's supplement, PAGES/NAME.txt
+(docs/man/ by default), checked against the code by hand:
+
+    RETURN VALUE
+    0 when `work` ran; otherwise one of the statuses under ERRORS.
+
+    ERRORS
+    EDEADLK  text specific to this call (optional: the status list's text otherwise)
+    EINVAL
+
+    EXAMPLES
+    code, shown verbatim (a fragment per function, a complete program per component page)
+
+ERRORS may say "None." for a call that cannot fail. A page whose supplement is missing, or lacks
+one of these sections, or names a status the library does not have, is an error.
+
+    manpages.py HEADER OUTDIR [--version X.Y.Z] [--gzip] [--pages DIR]   write the pages
+    manpages.py HEADER --list [--pages DIR]                               print the page file names
 """
 import argparse
 import gzip
@@ -23,7 +42,7 @@ import os
 import re
 import sys
 
-from queuekit_header import header_version, read_header, status_map  # the one reader of the header
+from queuekit_header import doc_lines, header_version, read_header, status_map  # the one reader of the header
 
 MANUAL = "QueueKit Manual"
 
@@ -44,7 +63,10 @@ def line_start(line):
 
 
 def inline(text):
-    """Escaped text with `code` and QueueKit names in bold."""
+    """Escaped text with `code` and QueueKit names in bold; the header's "section N" becomes
+    the component's page."""
+    text = re.sub(r"\bsection (\d+)\b",
+                  lambda m: f"{COMPONENTS[m.group(1)]}(7)" if m.group(1) in COMPONENTS else m.group(0), text)
     out, pos = [], 0
     for match in re.finditer(r"`([^`]+)`|\b((?:qk|QK)_\w+(?:\(\))?)", text):
         out.append(escape(text[pos:match.start()]))
@@ -138,11 +160,116 @@ def see_also(names):
     return out
 
 
-def function_page(item, items, statuses, version):
+# ------------------------------------------------------------------------------------------
+# Supplements: RETURN VALUE, ERRORS and EXAMPLES of each page
+# ------------------------------------------------------------------------------------------
+
+LIBRARY = ["QueueKit (libqueuekit, \\-lqueuekit)", ".br",
+           "\\fBpkg\\-config \\-\\-cflags \\-\\-libs queuekit\\fR"]
+REQUIRED = ["NAME", "LIBRARY", "SYNOPSIS", "DESCRIPTION", "RETURN VALUE", "ERRORS", "EXAMPLES", "SEE ALSO"]
+# Statuses a call can return that the status list does not name (they come from the system).
+SYSTEM_STATUSES = {"EAGAIN": "the system lacked the resources to start a thread"}
+# The component page of each numbered header section.
+COMPONENTS = {"1": "queuekit-queue", "2": "queuekit-dbqueue", "3": "queuekit-condlock",
+              "4": "queuekit-deadlock", "5": "queuekit-lockorder"}
+DEFAULT_PAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "man")
+SUPPLEMENT_SECTIONS = ("RETURN VALUE", "ERRORS", "EXAMPLES")
+
+
+class PageError(Exception):
+    pass
+
+
+def read_supplement(pages_dir, page):
+    """{section: [lines]} of PAGES/PAGE.txt; PageError when it is missing or lacks a section."""
+    path = os.path.join(pages_dir, page + ".txt")
+    if not os.path.exists(path):
+        raise PageError(f"{page}: no supplement {os.path.normpath(path)} (RETURN VALUE, ERRORS, EXAMPLES)")
+    sections, current = {}, None
+    for line in open(path, encoding="utf-8").read().split("\n"):
+        if line.strip() in SUPPLEMENT_SECTIONS and line == line.strip():
+            current = line.strip()
+            sections[current] = []
+        elif current:
+            sections[current].append(line.rstrip())
+        elif line.strip() and not line.startswith("#"):
+            raise PageError(f"{page}: text before the first section in {path}")
+    for name in SUPPLEMENT_SECTIONS:
+        body = sections.get(name, [])
+        while body and not body[-1].strip():
+            body.pop()
+        while body and not body[0].strip():
+            body.pop(0)
+        if not body:
+            raise PageError(f"{page}: the supplement {path} lacks {name}")
+        sections[name] = body
+    return sections
+
+
+def error_entries(page, lines, statuses):
+    """[(status, text)] of a supplement's ERRORS; [] for "None."."""
+    known = dict(statuses)
+    known.update(SYSTEM_STATUSES)
+    if lines[0].startswith("None"):
+        if len(lines) > 1:
+            raise PageError(f"{page}: ERRORS says None and more")
+        return lines[0].strip()
+    entries = []
+    for line in lines:
+        if not line.strip():
+            continue
+        if line[:1].isspace() and entries:
+            entries[-1][1].append(line.strip())
+            continue
+        match = re.match(r"(E[A-Z]+)\b\s*(.*)", line)
+        if not match:
+            raise PageError(f"{page}: ERRORS line is not 'ESTATUS [text]': {line!r}")
+        name = match.group(1)
+        if statuses and name not in known:     # (a header without a status list checks nothing)
+            raise PageError(f"{page}: ERRORS names {name}, which no QueueKit call returns")
+        entries.append((name, [match.group(2)] if match.group(2) else []))
+    return [(name, " ".join(text) if text else known.get(name, name)) for name, text in entries]
+
+
+def errors_section(entries, intro):
+    if isinstance(entries, str):    # "None." or "None: why"
+        return [".SH ERRORS", line_start(inline("None: this call cannot fail." if entries == "None." else entries))]
+    if not entries:
+        return [".SH ERRORS", "None: this call cannot fail."]
+    out = [".SH ERRORS", intro]
+    for name, text in entries:
+        out += [".TP", f".B {name}", line_start(inline(text))]
+    return out
+
+
+def example_section(lines):
+    indent = min((len(l) - len(l.lstrip()) for l in lines if l.strip()), default=0)
+    return [".SH EXAMPLES", ".PP", ".RS 4", ".nf"] + \
+        [line_start(escape(l[indent:])) for l in lines] + [".fi", ".RE"]
+
+
+def check_sections(page, lines):
+    present = [l[4:].strip('"') for l in lines if l.startswith(".SH ")]
+    missing = [name for name in REQUIRED if name not in present]
+    if missing:
+        raise PageError(f"{page}: the page lacks {', '.join(missing)}")
+
+
+# ------------------------------------------------------------------------------------------
+# Pages
+# ------------------------------------------------------------------------------------------
+
+def component_of(section):
+    match = re.match(r"(\d+)\.", section)
+    return COMPONENTS.get(match.group(1)) if match else None
+
+
+def function_page(item, items, statuses, version, supplement):
     types = {i.name: i for i in items if i.kind == "type"}
     used = [types[name] for name in dict.fromkeys(re.findall(r"\b\w+_t\b", item.decl)) if name in types]
     out = title(item.name, 3, version)
     out += [".SH NAME", f"{item.name} \\- {escape(first_sentence(item.doc))}"]
+    out += [".SH LIBRARY"] + LIBRARY
     out += [".SH SYNOPSIS", ".nf", ".B #include <queuekit.h>", ".PP"]
     for t in used:
         out += code_block(t.decl) + [""]
@@ -151,25 +278,99 @@ def function_page(item, items, statuses, version):
     for t in used:
         if len(t.doc) > 1 or t.doc[0] != "":
             out += [f".SS {t.name}"] + paragraphs(t.doc)
-    named = [(name, text) for name, text in statuses if re.search(rf"\b{name}\b", " ".join(item.doc))]
-    if named:
-        out += [".SH ERRORS", "The statuses this page names (every status: \\fBqueuekit\\fR(7)):"]
-        for name, text in named:
-            out += [".TP", f".B {name}", line_start(escape(text))]
+    out += [".SH RETURN VALUE"] + paragraphs(supplement["RETURN VALUE"])
+    entries = error_entries(item.name, supplement["ERRORS"], statuses)
+    intro = ("On failure it returns NULL and sets errno to one of:" if "*" in item.decl.split("(")[0]
+             else "The statuses it returns (every status: \\fBqueuekit\\fR(7)):")
+    out += errors_section(entries, intro)
+    out += example_section(supplement["EXAMPLES"])
     siblings = [i.name for i in items if i.kind == "function" and i.section == item.section and i is not item]
-    out += see_also([(n, 3) for n in siblings] + [("queuekit", 7)])
+    component = component_of(item.section)
+    out += see_also(([(component, 7)] if component else []) + [(n, 3) for n in siblings] + [("queuekit", 7)])
+    return out, entries
+
+
+def declarations(members):
+    """The non-function declarations of a section, each with its documentation."""
+    out = []
+    for i in members:
+        if i.kind == "function":
+            continue
+        if i.kind == "macro" and i.name == "QK_STATUS_MAP":
+            out += [f".SS {i.name}"] + paragraphs(i.doc)
+            continue
+        out += [f".SS {escape(i.name or 'declaration')}", ".PP", ".nf"] + code_block(i.decl) + [".fi"]
+        out += paragraphs(i.doc)
     return out
 
 
-def overview_page(intro, items, statuses, version):
+def function_list(members):
+    out = []
+    for i in members:
+        if i.kind == "function":
+            out += [".TP", f".BR {i.name} (3)", line_start(inline(first_sentence(i.doc))) + "."]
+    return out
+
+
+def section_comment(text, section):
+    """The plain /* ... */ comment right after a section's banner, when it has one: the
+    section's introduction (section 4 of the header introduces itself that way)."""
+    banner = re.search(r"/\*\s*" + re.escape(section) + r"\s*\*/\s*\n\s*/\*\s*=+\s*\*/\s*\n\s*(/\*(?!\*).*?\*/)",
+                       text, re.S)
+    lines = doc_lines("/**" + banner.group(1)[2:]) if banner else []
+    # A block indented by two (a table in a plain comment) is shown as code, as one indented by four.
+    out, in_block = [], False
+    for line in lines:
+        in_block = bool(line.strip()) and (in_block or (line.startswith("  ") and not line.startswith("   ")))
+        out.append("  " + line if in_block else line)
+    return out
+
+
+def component_page(page, section, members, header_text, statuses, version, supplement, errors):
+    name = re.sub(r"^\d+\.\s*", "", section)
+    out = title(page, 7, version)
+    out += [".SH NAME", f"{page} \\- QueueKit: {escape(name.lower())}"]
+    out += [".SH LIBRARY"] + LIBRARY
+    out += [".SH SYNOPSIS", ".nf", ".B #include <queuekit.h>", ".PP"]
+    for i in members:
+        if i.kind == "function":
+            out += code_block(i.decl)
+    out += [".fi"]
+    out += [".SH DESCRIPTION"] + paragraphs(section_comment(header_text, section))
+    out += declarations(members)
+    out += [".SS Functions"] + function_list(members)
+    out += [".SH RETURN VALUE"] + paragraphs(supplement["RETURN VALUE"])
+    union = {}
+    for i in members:
+        found = errors.get(i.name, [])
+        for status, _ in (found if isinstance(found, list) else []):
+            union.setdefault(status, []).append(i.name)
+    order = list(dict.fromkeys([s for s, _ in statuses] + list(SYSTEM_STATUSES) + sorted(union)))
+    entries = [(s, dict(statuses + list(SYSTEM_STATUSES.items())).get(s, s) + " (" +
+                ", ".join(f"{n}" for n in union[s]) + ")") for s in order if s in union]
+    own = error_entries(page, supplement["ERRORS"], statuses)
+    entries = (own if isinstance(own, list) else []) + entries
+    out += errors_section(entries, "The statuses the calls of this component return, and which calls:")
+    out += example_section(supplement["EXAMPLES"])
+    out += see_also([(i.name, 3) for i in members if i.kind == "function"] + [("queuekit", 7)])
+    return out
+
+
+def overview_page(intro, items, statuses, version, supplement, components):
     out = title("QUEUEKIT", 7, version)
     heading = intro[0] if intro else "queuekit.h"
     summary = re.sub(r"^[\w.]+\.h\s+\S+\s+", "", heading).rstrip(".") or "the C interface of QueueKit"
     out += [".SH NAME", f"queuekit \\- {escape(summary)}"]
+    out += [".SH LIBRARY"] + LIBRARY
     out += [".SH SYNOPSIS", ".nf", ".B #include <queuekit.h>", ".PP",
             "cc program.c $(pkg\\-config \\-\\-cflags \\-\\-libs queuekit)", ".fi"]
     out += [".SH DESCRIPTION"] + paragraphs(intro[1:])
-    out += [".SH STATUSES", "0 is success; every other status is one of these <errno.h> values "
+    if components:
+        out += [".SS Components"]
+        for page, section in components:
+            out += [".TP", f".BR {page} (7)", escape(re.sub(r"^\d+\.\s*", "", section)) + "."]
+    out += [".SH RETURN VALUE"] + paragraphs(supplement["RETURN VALUE"])
+    out += [".SH ERRORS", "0 is success; every other status is one of these <errno.h> values "
             "(\\fBqk_strerror\\fR(3) describes one, \\fBqk_status_name\\fR(3) names it):"]
     for name, text in statuses:
         out += [".TP", f".B {name}", line_start(escape(text))]
@@ -177,26 +378,17 @@ def overview_page(intro, items, statuses, version):
     for section in sections:
         members = [i for i in items if i.section == section]
         out += [f'.SH "{escape(section.upper())}"' if section else ".SH DECLARATIONS"]
-        for i in members:
-            if i.kind == "function":
-                continue
-            if i.kind == "macro" and i.name == "QK_STATUS_MAP":
-                out += [f".SS {i.name}"] + paragraphs(i.doc)
-                continue
-            out += [f".SS {escape(i.name or 'declaration')}", ".PP", ".nf"] + code_block(i.decl) + [".fi"]
-            out += paragraphs(i.doc)
-        functions = [i for i in members if i.kind == "function"]
-        if functions:
-            out += [".SS Functions"]
-            for i in functions:
-                out += [".TP", f".BR {i.name} (3)", line_start(inline(first_sentence(i.doc))) + "."]
-    out += see_also([(i.name, 3) for i in items if i.kind == "function"])
+        out += declarations(members)
+        if any(i.kind == "function" for i in members):
+            out += [".SS Functions"] + function_list(members)
+    out += example_section(supplement["EXAMPLES"])
+    out += see_also([(page, 7) for page, _ in components] + [(i.name, 3) for i in items if i.kind == "function"])
     return out
 
 
 # ------------------------------------------------------------------------------------------
 
-def pages(header, version):
+def pages(header, version, pages_dir=DEFAULT_PAGES):
     intro, items, exported = read_header(header)
     documented = {i.name for i in items if i.kind == "function"}
     undocumented = sorted(exported - documented)
@@ -204,9 +396,49 @@ def pages(header, version):
         raise SystemExit("manpages: exported without a /** */ doc comment right above: "
                          + ", ".join(undocumented))
     statuses = status_map(items)
-    result = {f"{i.name}.3": function_page(i, items, statuses, version)
-              for i in items if i.kind == "function"}
-    result["queuekit.7"] = overview_page(intro, items, statuses, version)
+    header_text = open(header, encoding="utf-8").read()
+    problems, result, errors = [], {}, {}
+
+    def supplement(page):
+        try:
+            return read_supplement(pages_dir, page)
+        except PageError as error:
+            problems.append(str(error))
+            return None
+
+    def add(page, make):
+        try:
+            lines = make()
+            check_sections(page, lines)
+            result[page] = lines
+        except PageError as error:
+            problems.append(str(error))
+
+    for i in items:
+        if i.kind != "function":
+            continue
+        extra = supplement(i.name)
+        if extra:
+            def make(i=i, extra=extra):
+                lines, entries = function_page(i, items, statuses, version, extra)
+                errors[i.name] = entries
+                return lines
+            add(f"{i.name}.3", make)
+    sections = list(dict.fromkeys(i.section for i in items))
+    components = [(component_of(s), s) for s in sections if component_of(s)]
+    unnamed = [s for s in sections if re.match(r"\d+\.", s) and not component_of(s)]
+    problems += [f"header section {s!r} has no component page name (COMPONENTS in {__file__})" for s in unnamed]
+    for page, section in components:
+        extra = supplement(page)
+        if extra:
+            members = [i for i in items if i.section == section]
+            add(f"{page}.7", lambda page=page, section=section, members=members, extra=extra: component_page(
+                page, section, members, header_text, statuses, version, extra, errors))
+    extra = supplement("queuekit")
+    if extra:
+        add("queuekit.7", lambda: overview_page(intro, items, statuses, version, extra, components))
+    if problems:
+        raise SystemExit("manpages: pages incomplete:\n  " + "\n  ".join(problems))
     return result
 
 
@@ -217,8 +449,10 @@ def main():
     parser.add_argument("--version", help="the version in the page footers (default: the header's)")
     parser.add_argument("--gzip", action="store_true", help="write NAME.N.gz (gzip -9n) instead")
     parser.add_argument("--list", action="store_true", help="print the page file names and exit")
+    parser.add_argument("--pages", default=DEFAULT_PAGES,
+                        help="the directory of the pages' supplements (default: docs/man)")
     args = parser.parse_args()
-    generated = pages(args.header, args.version or header_version(args.header))
+    generated = pages(args.header, args.version or header_version(args.header), args.pages)
     if args.list:
         print("\n".join(sorted(generated)))
         return

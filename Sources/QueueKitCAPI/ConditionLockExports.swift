@@ -103,6 +103,18 @@ public func qk_condlock_set(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
     condlockStatus(lock) { lock throws(QueueKitError) in try lock.set(condition, call: "qk_condlock_set") }
 }
 
+@_cdecl("qk_condlock_check_held") @implementation
+public func qk_condlock_check_held(_ lock: OpaquePointer?) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in
+        guard lock.isHeldByCurrentThread else { throw .notPermitted }
+    }
+}
+
+@_cdecl("qk_condlock_owner_died") @implementation
+public func qk_condlock_owner_died(_ lock: OpaquePointer?) -> Int32 {
+    Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.previousOwnerDied ? 1 : 0 }
+}
+
 @_cdecl("qk_condlock_condition") @implementation
 public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
     // Inside a test: the value under test of the lock under test (its guard is this thread's);
@@ -174,8 +186,19 @@ private func withTest(
     _ test: qk_condition_test_t, _ context: UnsafeMutableRawPointer?,
     _ body: ((Int) -> Bool, ConditionTestIdentity) throws(QueueKitError) -> Void
 ) throws(QueueKitError) {
-    let identity = ConditionTestIdentity(function: unsafeBitCast(test, to: UnsafeRawPointer.self), context: context)
-    try body({ test($0, context) }, identity)
+    let function = unsafeBitCast(test, to: UnsafeRawPointer.self)
+    let identity = ConditionTestIdentity(function: function, context: context)
+    // The test runs on other threads too: ThreadSanitizer learns that they read what this one
+    // wrote before the call, and that they are done before it returns.
+    let token = context.map { UnsafeRawPointer($0) } ?? function
+    ThreadSanitizer.conditionTestPublished(token)
+    defer { ThreadSanitizer.conditionTestFinished(token) }
+    try body(
+        { value in
+            ThreadSanitizer.conditionTestEvaluating(token)
+            defer { ThreadSanitizer.conditionTestEvaluated(token) }
+            return test(value, context)
+        }, identity)
 }
 
 @_cdecl("qk_condlock_lock_if") @implementation

@@ -73,8 +73,7 @@ public func qk_queue_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawP
     -> Int32
 {
     guard let work else { return EINVAL }
-    let job = CWork(context: context, function: work)
-    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: false) { job() } }
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: false, context, work) }
 }
 
 @_cdecl("qk_queue_barrier_async") @implementation
@@ -82,8 +81,7 @@ public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMut
     -> Int32
 {
     guard let work else { return EINVAL }
-    let job = CWork(context: context, function: work)
-    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: true) { job() } }
+    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: true, context, work) }
 }
 
 @_cdecl("qk_queue_sync") @implementation
@@ -91,7 +89,7 @@ public func qk_queue_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPo
 {
     guard let work else { return EINVAL }
     return queueStatus(queue) { queue throws(QueueKitError) in
-        try queue.run(queue.syncRoute(barrier: false, call: "qk_queue_sync")) { work(context) }
+        try queue.sync(barrier: false, perform: false, call: "qk_queue_sync", context, work)
     }
 }
 
@@ -101,7 +99,7 @@ public func qk_queue_barrier_sync(_ queue: OpaquePointer?, _ context: UnsafeMuta
 {
     guard let work else { return EINVAL }
     return queueStatus(queue) { queue throws(QueueKitError) in
-        try queue.run(queue.syncRoute(barrier: true, call: "qk_queue_barrier_sync")) { work(context) }
+        try queue.sync(barrier: true, perform: false, call: "qk_queue_barrier_sync", context, work)
     }
 }
 
@@ -111,7 +109,7 @@ public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRa
 {
     guard let work else { return EINVAL }
     return queueStatus(queue) { queue throws(QueueKitError) in
-        try queue.run(queue.performRoute(call: "qk_queue_perform")) { work(context) }
+        try queue.sync(barrier: false, perform: true, call: "qk_queue_perform", context, work)
     }
 }
 

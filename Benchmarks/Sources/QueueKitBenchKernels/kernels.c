@@ -379,26 +379,26 @@ qkb_sample_t qkb_gcd_sync_read(uint64_t iterations) {
     return sample(elapsed, iterations);
 }
 
-/* The seed's pattern: a queue-specific key tells whether the caller is already on the queue. */
-static char seed_key;
+/* The plain dispatch pattern: a queue-specific key tells whether the caller is already on the queue. */
+static char specific_key;
 
-static dispatch_queue_t seed_queue_create(void) {
-    dispatch_queue_t queue = dispatch_queue_create("bench.seed", DISPATCH_QUEUE_CONCURRENT);
-    dispatch_queue_set_specific(queue, &seed_key, &seed_key, NULL);
+static dispatch_queue_t specific_queue_create(void) {
+    dispatch_queue_t queue = dispatch_queue_create("bench.specific", DISPATCH_QUEUE_CONCURRENT);
+    dispatch_queue_set_specific(queue, &specific_key, &specific_key, NULL);
     return queue;
 }
 
-static inline void seed_read(dispatch_queue_t queue, void *context, void (*work)(void *)) {
-    if (dispatch_get_specific(&seed_key) == &seed_key)
+static inline void specific_read(dispatch_queue_t queue, void *context, void (*work)(void *)) {
+    if (dispatch_get_specific(&specific_key) == &specific_key)
         work(context);
     else
         dispatch_sync_f(queue, context, work);
 }
 
-qkb_sample_t qkb_seed_read(uint64_t iterations) {
-    dispatch_queue_t queue = seed_queue_create();
+qkb_sample_t qkb_specific_read(uint64_t iterations) {
+    dispatch_queue_t queue = specific_queue_create();
     uint64_t begin = qkb_now_ns();
-    for (uint64_t i = 0; i < iterations; i++) seed_read(queue, &db_data, read_work);
+    for (uint64_t i = 0; i < iterations; i++) specific_read(queue, &db_data, read_work);
     uint64_t elapsed = qkb_now_ns() - begin;
     dispatch_release(queue);
     return sample(elapsed, iterations);
@@ -426,16 +426,16 @@ qkb_sample_t qkb_qk_nested_read(uint64_t iterations) {
     return sample(n.elapsed, iterations);
 }
 
-static void seed_nested_outer(void *context) {
+static void specific_nested_outer(void *context) {
     nested_t *n = context;
     uint64_t begin = qkb_now_ns();
-    for (uint64_t i = 0; i < n->iterations; i++) seed_read(n->queue, &db_data, read_work);
+    for (uint64_t i = 0; i < n->iterations; i++) specific_read(n->queue, &db_data, read_work);
     n->elapsed = qkb_now_ns() - begin;
 }
 
-qkb_sample_t qkb_seed_nested_read(uint64_t iterations) {
-    nested_t n = {.queue = seed_queue_create(), .iterations = iterations};
-    dispatch_sync_f(n.queue, &n, seed_nested_outer);
+qkb_sample_t qkb_specific_nested_read(uint64_t iterations) {
+    nested_t n = {.queue = specific_queue_create(), .iterations = iterations};
+    dispatch_sync_f(n.queue, &n, specific_nested_outer);
     dispatch_release(n.queue);
     return sample(n.elapsed, iterations);
 }
@@ -553,8 +553,8 @@ static void mixed_thread(void *context, int index) {
             case QKB_MIX_GCD_SYNC:
                 dispatch_sync_f(m->queue, &db_data, read_work);
                 break;
-            case QKB_MIX_SEED:
-                seed_read(m->queue, &db_data, read_work);
+            case QKB_MIX_SPECIFIC:
+                specific_read(m->queue, &db_data, read_work);
                 break;
             }
             continue;
@@ -574,7 +574,7 @@ static void mixed_thread(void *context, int index) {
             pthread_rwlock_unlock(&m->rwlock);
             break;
         case QKB_MIX_GCD:
-        case QKB_MIX_SEED:
+        case QKB_MIX_SPECIFIC:
             dispatch_barrier_async_f(m->queue, async_write, timed_write_work);
             break;
         case QKB_MIX_GCD_SYNC:
@@ -617,7 +617,7 @@ qkb_sample_t qkb_mixed(qkb_mix_impl_t impl, int threads, int write_percent, uint
         m.db = qk_dbqueue_create("bench.mixed");
     if (impl == QKB_MIX_GCD || impl == QKB_MIX_GCD_SYNC)
         m.queue = dispatch_queue_create("bench.mixed", DISPATCH_QUEUE_CONCURRENT);
-    if (impl == QKB_MIX_SEED) m.queue = seed_queue_create();
+    if (impl == QKB_MIX_SPECIFIC) m.queue = specific_queue_create();
     m.scratch = calloc((size_t)threads, sizeof *m.scratch);
     m.waits = calloc((size_t)threads, sizeof *m.waits);
     m.wait_counts = calloc((size_t)threads, sizeof *m.wait_counts);
@@ -673,7 +673,7 @@ static void identity_block(void *context) {
         break;
     default:
         for (uint64_t i = 0; i < id->iterations; i++) {
-            hits += dispatch_get_specific(&seed_key) == &seed_key;
+            hits += dispatch_get_specific(&specific_key) == &specific_key;
             __asm__ volatile("" ::: "memory");
         }
         break;
@@ -703,7 +703,7 @@ qkb_sample_t qkb_qk_is_current(uint64_t iterations) {
 
 qkb_sample_t qkb_get_specific(uint64_t iterations) {
     dispatch_queue_t queue = dispatch_queue_create("bench.specific", NULL);
-    dispatch_queue_set_specific(queue, &seed_key, &seed_key, NULL);
+    dispatch_queue_set_specific(queue, &specific_key, &specific_key, NULL);
     identity_t id = {.iterations = iterations, .which = 2};
     dispatch_sync_f(queue, &id, identity_block);
     dispatch_release(queue);

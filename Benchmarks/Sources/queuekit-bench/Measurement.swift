@@ -84,6 +84,6 @@ struct Ratio {
 /// "At most `limit`" for the ratio (or difference) of a QueueKit row and an anchor row.
 struct Target {
     let limit: Double
-    /// Where the target comes from, e.g. "issue 3".
+    /// Where the target comes from, e.g. "DB queue goal".
     let source: String
 }

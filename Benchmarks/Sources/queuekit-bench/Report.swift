@@ -32,12 +32,14 @@ enum Report {
                                 value: qk.median - anchor.median, kind: .difference,
                                 target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: anchorName)))
                     }
-                    if anchor.row.impl == "the work alone (direct call)" {
+                    if anchor.row.impl == Catalog.directCall {
+                        let extra = Catalog.extraOverDirectCall
                         ratios.append(
                             Ratio(
-                                workload: workload, queueKit: qk.row.impl, anchor: "ns more than the work alone",
+                                workload: workload, queueKit: qk.row.impl, anchor: extra,
                                 value: qk.median - anchor.median, kind: .difference,
-                                target: Target(limit: 5, source: "issue 3")))
+                                target: Catalog.target(workload: workload, queueKit: qk.row.impl, anchor: extra)
+                                    ?? Target(limit: 3, source: "read-mostly DB queue goal")))
                     }
                 }
                 if workload.hasPrefix("mixed "), let best = bestMixedAnchor(rows) {
@@ -61,7 +63,8 @@ enum Report {
                         Ratio(
                             workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
                             value: futile, kind: .count,
-                            target: workload == "chain of 32 threads" ? Target(limit: 0.05, source: "issue 4") : nil))
+                            target: workload == "chain of 32 threads"
+                                ? Target(limit: 0.05, source: "condition lock goal") : nil))
                 }
             }
         }

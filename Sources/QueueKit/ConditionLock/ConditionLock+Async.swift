@@ -54,7 +54,9 @@ extension ConditionLock: SuspendedWaitObject {
 
     func describeWanted(_ wanted: (any Sendable)?) -> String? {
         guard let wanted else { return nil }
-        if wanted is ConditionTestMarker { return "a test of the condition, now \(condition)\(isLocked ? "" : ", lock free")" }
+        if wanted is ConditionTestMarker {
+            return "a test of the condition, now \(condition)\(isLocked ? "" : ", lock free")"
+        }
         return "condition \(wanted), now \(condition)\(isLocked ? "" : ", lock free")"
     }
 }

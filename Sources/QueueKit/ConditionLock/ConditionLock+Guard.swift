@@ -12,16 +12,16 @@ extension ConditionLock {
     /// Spins until this thread holds the guard. Returns the state word as it was taken.
     @discardableResult
     func acquireGuard() -> UInt {
-        var spins: UInt32 = 0
+        var backoff = Backoff()
+        var firstPoll = true
         while true {
             if let taken = setIfClear(StateBit.guarded) { return taken }
             // A test of this lock's condition calling into the lock: the guard is its own caller's.
-            if spins == 0 && isTestedByCallingThread {
+            if firstPoll && isTestedByCallingThread {
                 qkshim_fatal("QueueKit: a test of a condition lock's condition used that lock")
             }
-            // The holder may have been preempted (more threads than CPUs): let it run.
-            spins &+= 1
-            if spins < 64 { qkshim_cpu_relax() } else { sched_yield() }
+            firstPoll = false
+            backoff.pause()
         }
     }
 

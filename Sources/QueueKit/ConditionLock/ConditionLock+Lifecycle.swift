@@ -11,7 +11,7 @@ extension ConditionLock {
 
     func abandon(heldBy thread: UInt64) {
         guard owner.load(ordering: .relaxed) == thread else { return }
-        ThreadSanitizer.conditionLockReleasing(self) // on the exiting holder's own thread
+        Acquisitions.abandoning(self) // on the exiting holder's own thread
         owner.store(0, ordering: .relaxed)
         release(setting: nil, news: .abandon(by: thread))
     }

@@ -80,13 +80,11 @@ extension ConditionLock {
     /// The lock's name, "" when unnamed (out of memory, setting it changes nothing). Thread-safe.
     public var name: String {
         get { nameStorage.withLock { $0?.string } ?? "" }
-        set {
-            guard let copy = CString(newValue) else { return } // out of memory: unchanged
-            nameStorage.withLock { $0 = copy }
-        }
+        set { newValue.withCString { try? setName(copying: $0) } }
     }
 
-    /// Names the lock with a copy of `name` (`nil`: unnamed); `outOfMemory` leaves it unchanged.
+    /// The one setter of the name: a copy of `name` (`nil`: unnamed). Out of memory it leaves the
+    /// name unchanged and throws `outOfMemory` (the Swift setter ignores it, the C call returns it).
     package func setName(copying name: UnsafePointer<CChar>?) throws(QueueKitError) {
         var copy: CString?
         if let name {
@@ -130,6 +128,12 @@ extension ConditionLock {
 
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
     public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }
+
+    /// Whether the calling thread holds the lock: for assertions, and for layers that must refuse
+    /// a call from a thread that does not hold it before they act. Changes nothing, counts
+    /// nothing, never waits. Thread-safe.
+    @inlinable
+    public var isHeldByCurrentThread: Bool { owner.load(ordering: .relaxed) == qkshim_thread_id() }
 
     /// Whether the calling thread holds the lock and the holder before it exited holding it (or
     /// did not survive a fork): the data the lock guards may be half-updated. True from the

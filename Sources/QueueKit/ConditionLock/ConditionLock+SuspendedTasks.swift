@@ -22,26 +22,20 @@ extension ConditionLock {
         let record = SuspendedWaiter(call: call, object: self, wanted: wanted.reportValue)
         let node = UnsafeMutablePointer<Waiter>.allocate(capacity: 1)
         node.initialize(to: Waiter(parker: nil, threadID: 0, wanted: wanted, task: .passUnretained(record)))
-        SuspendedWaits.register(record)
         defer {
-            SuspendedWaits.unregister(record)
             node.deinitialize(count: 1)
             node.deallocate()
         }
         let nodeAddress = UncheckedSendable(node)
-        try await withTaskCancellationHandler {
-            var attempts = 0
-            while true {
-                let took = try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
-                    takeOrQueue(node, continuation)
-                }
-                if took { break }
-                attempts += 1
-                if attempts > 1 { futileCount.add(1, ordering: .relaxed) }
-            }
-        } onCancel: {
-            cancelWait(nodeAddress.value)
-        }
+        var retries = 0
+        try await SuspendedTaskDriver.wait(
+            record, isolation: isolation, attempt: { takeOrQueue(node, $0) },
+            retried: {
+                // The first wake-up is the one the task waited for; later ones were futile.
+                retries += 1
+                if retries > 1 { futileCount.add(1, ordering: .relaxed) }
+            },
+            cancel: { cancelWait(nodeAddress.value) })
         didAcquire(by: qkshim_thread_id(), waited: true)
     }
 

@@ -29,7 +29,8 @@ extension ConditionLock {
     /// - Throws: ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock,
     ///   or when the wait would close a ring of waiting threads (nothing was taken).
     public func lock(where test: @Sendable (Condition) -> Bool) throws(QueueKitError) {
-        try lock(where: test, identity: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_lock_if")
+        try lock(
+            where: test, identity: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_lock_if")
     }
 
     /// Acquires the lock only if it is free and `test(condition)` is true.
@@ -137,9 +138,8 @@ extension ConditionLock {
                     let first = head == nil
                     append(node)
                     releaseGuard(.keep)
-                    ThreadSanitizer.conditionLockReleasing(self)
+                    Acquisitions.releasing(self, .conditionLock, exclusive: true)
                     owner.store(0, ordering: .relaxed)
-                    qkshim_condlocks_held_decrement()
                     release(setting: nil, news: .clear)
                     return .waited(waitForHandOff(node, first: first, until: deadline, call: call))
                 }
@@ -164,7 +164,10 @@ extension ConditionLock {
     }
 
     /// How far a holder's wait got.
-    enum AwaitStep { case satisfied, pastDeadline, waited(WaitOutcome) }
+    enum AwaitStep {
+        case satisfied, pastDeadline
+        case waited(WaitOutcome)
+    }
 
     // MARK: Scoped
 

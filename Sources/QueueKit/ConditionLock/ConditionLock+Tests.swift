@@ -25,8 +25,11 @@ package struct ConditionTestIdentity: Equatable, Sendable {
             qkshim_symbol_name(address, $0.baseAddress, $0.count, &offset)
         }
         let hex = { (value: UInt) in "0x" + String(value, radix: 16) }
-        let name = length == 0 ? hex(function) : String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            + (offset == 0 ? "" : "+" + hex(UInt(offset)))
+        let name =
+            length == 0
+            ? hex(function)
+            : String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                + (offset == 0 ? "" : "+" + hex(UInt(offset)))
         return "\(name) (context \(hex(context)))"
     }
 }

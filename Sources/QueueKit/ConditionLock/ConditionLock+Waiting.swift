@@ -25,9 +25,8 @@ extension ConditionLock {
     @inline(__always)
     @inlinable
     func didAcquire(by thread: UInt64, waited: Bool) {
-        ThreadSanitizer.conditionLockAcquired(self)
+        Acquisitions.acquired(self, .conditionLock, exclusive: true)
         owner.store(thread, ordering: .relaxed)
-        qkshim_condlock_acquired()
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
             contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
@@ -127,27 +126,23 @@ extension ConditionLock {
         var handedOff = parker.spinUntilSet(deadline: deadline, pureSpin: first)
         if !handedOff {
             let record = ThreadRecord.current
-            let refusal = WaitRegistry.enter(
-                record, untimed: deadline == MonotonicClock.forever,
-                holderMayWait: { WaitRegistry.ownerMayWait(owner.load(ordering: .relaxed), me: record) }
-            ) { wait in
-                wait.call = call
-                wait.kind = node.pointee.wanted.isAny ? .lock : .lockWhen
-                wait.queue = nil
-                wait.lock = self
-                wait.detail = UnsafeRawPointer(node)
-                wait.deadline = deadline
-                wait.frame = ExecutionContext.innermost
-            }
-            if let refusal {
+            let target = WaitTarget.lock(self, waiter: UnsafeRawPointer(node), forCondition: !node.pointee.wanted.isAny)
+            if let refusal = WaitRegistry.enter(
+                record, call: call, target: target, deadline: deadline, frame: ExecutionContext.innermost,
+                refusable: deadline == MonotonicClock.forever,
+                holderMayWait: { WaitRegistry.ownerMayWait(owner.load(ordering: .relaxed), me: record) })
+            {
                 // Refused (the wait is already withdrawn). A release may have handed us the lock
                 // meanwhile: settled under the guard, as a timeout is. Then the ring was no ring.
                 acquireGuard()
                 let handed = parker.isSet
                 if !handed { unlink(node) }
                 releaseGuard(.keep)
-                if handed { return .acquired }
-                WaitRegistry.deliver(refusal)
+                if handed {
+                    refusal.drop()
+                    return .acquired
+                }
+                refusal.deliver()
                 return .refused
             }
             handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, spin: false)
@@ -175,9 +170,8 @@ extension ConditionLock {
     @inlinable
     func relinquish() throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
-        ThreadSanitizer.conditionLockReleasing(self)
+        Acquisitions.releasing(self, .conditionLock, exclusive: true)
         owner.store(0, ordering: .relaxed)
-        qkshim_condlocks_held_decrement()
     }
 
     /// Releases the held lock (owner already cleared), optionally setting the condition, handing

@@ -19,7 +19,10 @@ extension DBQueue {
     /// reached: submitters and the runner then touch the shared lines once per batch instead of
     /// once per write. Until a batch is published the queue stays closed to newcomers, which only
     /// makes them wait for a write that already ran.
-    func runAsyncWrites(upTo target: UInt64, isDrainer: Bool) {
+    /// `call` names the runner's wait for readers in slots in reports.
+    func runAsyncWrites(upTo target: UInt64, isWorker: Bool, call: StaticString) {
+        // The runner holds nothing else of QueueKit's: its wait for readers closes no ring.
+        _ = revokeBias(call: call, refusable: false, isPendingCall: !isWorker)
         var done = completed.load(ordering: .relaxed)
         var unpublished: UInt = 0
         var available: UInt = 0
@@ -27,7 +30,7 @@ extension DBQueue {
         while done < target {
             if available == 0 {
                 publish(&unpublished, done: done)
-                available = Bits.asyncCount(state.load(ordering: .acquiring))
+                available = StateBit.asyncCount(state.load(ordering: .acquiring))
                 if available == 0 { return }
             }
             let work = writes.pop()
@@ -37,7 +40,7 @@ extension DBQueue {
             unpublished += 1
             if done >= nextTarget.load(ordering: .relaxed) {
                 publish(&unpublished, done: done)
-                if serveWaiters(isDrainer: isDrainer) { return }
+                if serveWaiters(isWorker: isWorker) { return }
             } else if unpublished >= Self.publishBatch {
                 publish(&unpublished, done: done)
             }
@@ -51,16 +54,16 @@ extension DBQueue {
     @inline(__always)
     func publish(_ count: inout UInt, done: UInt64) {
         guard count != 0 else { return }
-        state.add(Bits.publishing, ordering: .sequentiallyConsistent)
+        state.add(StateBit.publishing, ordering: .sequentiallyConsistent)
         completed.store(done, ordering: .sequentiallyConsistent)
-        state.subtract(count &* Bits.oneAsync &+ Bits.publishing, ordering: .sequentiallyConsistent)
+        state.subtract(count &* StateBit.oneAsync &+ StateBit.publishing, ordering: .sequentiallyConsistent)
         count = 0
         writes.recycle()
     }
 
     /// Wakes the flushers whose writes have run; true when the worker should stop because a
     /// reader or writer waiting in the lane may now go.
-    func serveWaiters(isDrainer: Bool) -> Bool {
+    func serveWaiters(isWorker: Bool) -> Bool {
         var wake = Wakeups()
         let stop = lane.withLock { lane -> Bool in
             let current = state.load(ordering: .acquiring)
@@ -68,10 +71,10 @@ extension DBQueue {
             where waiter.pointee.want == .completion
                 && writesHaveRun(upTo: waiter.pointee.target, state: current)
             {
-                settleOutcome(waiter, .woken, &lane, &wake)
+                setOutcome(waiter, .woken, &lane, &wake)
             }
             refreshBits(&lane)
-            return isDrainer
+            return isWorker
                 && lane.waiters.contains {
                     $0.pointee.wantsAccess && writesHaveRun(upTo: $0.pointee.target, state: current)
                 }
@@ -91,58 +94,59 @@ extension DBQueue {
                         since: MonotonicClock.now(), parker: parker))
                 defer { me.deinitialize(count: 1) }
                 guard waitInLane(me) != nil else {
-                    WaitRegistry.deliverPendingRefusal()
+                    ThreadRecord.current.deliverPendingRefusal()
                     return false
                 }
+                ThreadRecord.current.dropPendingRefusal()
                 return true
             }
         }
     }
 
-    func startDrainer() {
-        if drainer.compareExchange(
-            expected: Self.drainerIdle, desired: Self.drainerActive,
+    func startWorker() {
+        if workerState.compareExchange(
+            expected: Self.workerIdle, desired: Self.workerActive,
             ordering: .sequentiallyConsistent
         ).exchanged {
-            writer.async { ThreadSanitizer.internalCode { self.drain() } }
+            workerQueue.async { ThreadSanitizer.internalCode { self.runWorker() } }
         }
     }
 
     /// Makes sure a worker runs soon: starts one, or (`start: false` only) wakes the lingering one.
-    func wakeDrainer(start: Bool = true) {
-        if drainer.load(ordering: .sequentiallyConsistent) == Self.drainerIdle {
-            if start { startDrainer() }
+    func wakeWorker(start: Bool = true) {
+        if workerState.load(ordering: .sequentiallyConsistent) == Self.workerIdle {
+            if start { startWorker() }
         } else {
-            Parker(word: drainerWord).unpark()
+            Parker(word: workerWord).unpark()
         }
     }
 
     /// The worker: runs the pending asynchronous writes, then waits a poll (1 ms) for more to
     /// gather, so that a stream of writes nobody waits for is run in batches; after a few empty
     /// polls it ends. Threads that need it sooner wake it.
-    func drain() {
-        let parker = Parker(word: drainerWord)
+    func runWorker() {
+        let parker = Parker(word: workerWord)
         var idlePolls = 0
         while true {
-            qkshim_atomic_store32(drainerWord, Parker.idle)
-            if Bits.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0 {
+            qkshim_atomic_store32(workerWord, Parker.idle)
+            if StateBit.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0 {
                 idlePolls = 0
                 if tryRunner() || acquireSlow(.runner, call: "the worker of asynchronous writes of", target: .max) {
-                    runAsyncWrites(upTo: .max, isDrainer: true)
+                    runAsyncWrites(upTo: .max, isWorker: true, call: "the worker of asynchronous writes of")
                     releaseWrite()
                 }
                 // Caught up (or a waiter went first): let the next writes gather for a poll
                 // instead of taking them one by one as they come, unless a thread that may not
                 // run them itself needs them sooner (it sets the word).
-                _ = parker.park(until: MonotonicClock.now() &+ Self.drainerPoll, spin: false)
+                _ = parker.park(until: MonotonicClock.now() &+ Self.workerPoll, spin: false)
                 continue
             }
-            if closing.load(ordering: .acquiring) || idlePolls >= Self.drainerLingerPolls {
-                drainer.store(Self.drainerIdle, ordering: .sequentiallyConsistent)
+            if closing.load(ordering: .acquiring) || idlePolls >= Self.workerLingerPolls {
+                workerState.store(Self.workerIdle, ordering: .sequentiallyConsistent)
                 // A write submitted meanwhile saw the worker active and started none.
-                if Bits.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0,
-                    drainer.compareExchange(
-                        expected: Self.drainerIdle, desired: Self.drainerActive,
+                if StateBit.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0,
+                    workerState.compareExchange(
+                        expected: Self.workerIdle, desired: Self.workerActive,
                         ordering: .sequentiallyConsistent
                     ).exchanged
                 {
@@ -151,7 +155,7 @@ extension DBQueue {
                 return
             }
             idlePolls += 1
-            _ = parker.park(until: MonotonicClock.now() &+ Self.drainerPoll, spin: false)
+            _ = parker.park(until: MonotonicClock.now() &+ Self.workerPoll, spin: false)
         }
     }
 }

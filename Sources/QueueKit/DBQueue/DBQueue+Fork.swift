@@ -16,6 +16,7 @@ extension DBQueue {
     @usableFromInline package func checkFork() throws(QueueKitError) {
         let generation = Fork.generation
         var seen = forkGeneration.load(ordering: .acquiring)
+        var backoff = Backoff()
         while seen != generation {
             if seen != Self.adoptingFork,
                 forkGeneration.compareExchange(
@@ -26,7 +27,7 @@ extension DBQueue {
                 forkGeneration.store(generation, ordering: .releasing)
                 break
             }
-            sched_yield()
+            backoff.pause()
             seen = forkGeneration.load(ordering: .acquiring)
         }
         if brokenByFork.load(ordering: .relaxed) { throw .notRecoverable }
@@ -41,16 +42,18 @@ extension DBQueue {
         let hold = ExecutionContext.hold(of: queue)
         let usable = lane.withLockIfAvailable { lane -> Bool in
             let current = state.load(ordering: .acquiring)
-            let writing = current & Bits.writer != 0 && hold != .exclusive
+            let writing = current & StateBit.writer != 0 && hold != .exclusive
             let quiet =
-                !writing && Bits.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
+                !writing && StateBit.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
             lane.waiters.removeAll()
             lane.dueCount = 0
             nextTarget.store(.max, ordering: .relaxed)
-            drainer.store(Self.drainerIdle, ordering: .relaxed)
-            // Only this thread's own read or write survives, and it will end as usual.
-            state.store(
-                hold == .exclusive ? Bits.writer : hold == .shared ? Bits.oneReader : 0, ordering: .releasing)
+            workerState.store(Self.workerIdle, ordering: .relaxed)
+            // Only this thread's own read or write survives, and it will end as usual (a read in
+            // its slot leaves its slot; the other readers in slots are gone).
+            let ownSlot = forgetVisibleReaders()
+            let own = hold == .exclusive ? StateBit.writer : hold == .shared && !ownSlot ? StateBit.oneReader : 0
+            state.store(own | current & StateBit.biased, ordering: .releasing)
             return quiet
         }
         if usable != true { brokenByFork.store(true, ordering: .relaxed) }

@@ -20,16 +20,16 @@ extension DBQueue {
         guard !lane.waiters.isEmpty else { return }
         let current = state.load(ordering: .acquiring)
         let done = completed.load(ordering: .acquiring)
-        let noneQueued = Bits.asyncCount(current) == 0
+        let noneQueued = StateBit.asyncCount(current) == 0
         func ready(_ waiter: UnsafeMutablePointer<Waiter>) -> Bool { noneQueued || waiter.pointee.target <= done }
         // Flushers want no access: wake the satisfied ones.
         for waiter in lane.waiters where waiter.pointee.want == .completion && ready(waiter) {
-            settleOutcome(waiter, .woken, &lane, &wake)
+            setOutcome(waiter, .woken, &lane, &wake)
         }
         defer { refreshBits(&lane) }
-        if current & Bits.writer != 0 { return }
-        let closed = current & (Bits.due | Bits.asyncMask) != 0
-        let readersInside = current & Bits.readerMask != 0
+        if current & StateBit.writer != 0 { return }
+        let closed = current & (StateBit.due | StateBit.asyncMask) != 0
+        let readersInside = current & StateBit.readerMask != 0
 
         // The waiter whose turn it is: the first due one, or else the first whose writes have run.
         let head: UnsafeMutablePointer<Waiter>? =
@@ -47,15 +47,15 @@ extension DBQueue {
                     guard addReaders(lane.waiters.count { isReadyReader($0) && $0.pointee.task == nil }) else { return }
                 }
                 while let reader = lane.waiters.first(where: isReadyReader) {
-                    settleOutcome(
+                    setOutcome(
                         reader, closed && reader.pointee.task == nil ? .granted(.access) : .woken, &lane, &wake)
                 }
             } else if !readersInside {
                 if closed && head.pointee.task == nil {
                     guard takeExclusive() else { return }
-                    settleOutcome(head, .granted(.access), &lane, &wake)
+                    setOutcome(head, .granted(.access), &lane, &wake)
                 } else {
-                    settleOutcome(head, .woken, &lane, &wake)
+                    setOutcome(head, .woken, &lane, &wake)
                 }
             }
             return
@@ -63,7 +63,7 @@ extension DBQueue {
         guard !noneQueued else {
             // Nothing to run: a worker waiting for the queue goes back to lingering.
             if let worker = lane.waiters.first(where: { $0.pointee.want == .runner }) {
-                settleOutcome(worker, .woken, &lane, &wake)
+                setOutcome(worker, .woken, &lane, &wake)
             }
             return
         }
@@ -74,14 +74,14 @@ extension DBQueue {
             ?? lane.waiters.first { $0.pointee.want == .runner }
         if let runner {
             guard takeExclusive() else { return }
-            settleOutcome(runner, .granted(.runner), &lane, &wake)
+            setOutcome(runner, .granted(.runner), &lane, &wake)
         } else {
-            wake.drainer = true
+            wake.wakesWorker = true
         }
     }
 
     /// Takes `waiter` out of the lane with `outcome`; its wake-up happens after the unlock.
-    func settleOutcome(
+    func setOutcome(
         _ waiter: UnsafeMutablePointer<Waiter>, _ outcome: Outcome,
         _ lane: inout Lane, _ wake: inout Wakeups
     ) {
@@ -100,12 +100,12 @@ extension DBQueue {
     /// Keeps the `parked` and `due` bits and `nextTarget` true to the lane.
     func refreshBits(_ lane: inout Lane) {
         var wanted: UInt = 0
-        if !lane.waiters.isEmpty { wanted |= Bits.parked }
-        if lane.dueCount > 0 { wanted |= Bits.due }
+        if !lane.waiters.isEmpty { wanted |= StateBit.parked }
+        if lane.dueCount > 0 { wanted |= StateBit.due }
         var current = state.load(ordering: .relaxed)
-        while current & Bits.flags != wanted {
+        while current & StateBit.flags != wanted {
             let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current & ~Bits.flags | wanted, ordering: .acquiringAndReleasing)
+                expected: current, desired: current & ~StateBit.flags | wanted, ordering: .acquiringAndReleasing)
             if exchanged { break }
             current = original
         }
@@ -114,12 +114,12 @@ extension DBQueue {
 
     /// Counts `count` readers in, if no writer holds the queue.
     func addReaders(_ count: Int) -> Bool {
-        updateState(while: { $0 & Bits.writer == 0 }) { $0 &+ UInt(count) &* Bits.oneReader }
+        updateState(while: { $0 & StateBit.writer == 0 }) { $0 &+ UInt(count) &* StateBit.oneReader }
     }
 
     /// Takes the exclusivity if the queue is free, whatever the flags.
     func takeExclusive() -> Bool {
-        updateState(while: { $0 & (Bits.writer | Bits.readerMask) == 0 }) { $0 | Bits.writer }
+        updateState(while: { $0 & (StateBit.writer | StateBit.readerMask) == 0 }) { $0 | StateBit.writer }
     }
 
     // MARK: Leaving
@@ -134,7 +134,7 @@ extension DBQueue {
         #endif
         var wake = Wakeups()
         lane.withLock { lane in
-            state.subtract(Bits.oneReader, ordering: .acquiringAndReleasing)
+            state.subtract(StateBit.oneReader, ordering: .acquiringAndReleasing)
             handOn(&lane, &wake)
         }
         wake.perform(on: self)
@@ -144,7 +144,7 @@ extension DBQueue {
     @usableFromInline func releaseWriteSlow() {
         var wake = Wakeups()
         lane.withLock { lane in
-            state.bitwiseAnd(~Bits.writer, ordering: .acquiringAndReleasing)
+            state.bitwiseAnd(~StateBit.writer, ordering: .acquiringAndReleasing)
             handOn(&lane, &wake)
         }
         wake.perform(on: self)
@@ -154,9 +154,9 @@ extension DBQueue {
     /// letting in the waiting readers whose writes have run with it.
     func downgrade() {
         let current = state.load(ordering: .relaxed)
-        if current & (Bits.parked | Bits.due) == 0,
+        if current & (StateBit.parked | StateBit.due) == 0,
             state.compareExchange(
-                expected: current, desired: current &- Bits.writer &+ Bits.oneReader,
+                expected: current, desired: current &- StateBit.writer &+ StateBit.oneReader,
                 ordering: .acquiringAndReleasing
             ).exchanged
         {
@@ -164,7 +164,7 @@ extension DBQueue {
         }
         var wake = Wakeups()
         lane.withLock { lane in
-            state.add(Bits.oneReader &- Bits.writer, ordering: .acquiringAndReleasing)
+            state.add(StateBit.oneReader &- StateBit.writer, ordering: .acquiringAndReleasing)
             handOn(&lane, &wake)
         }
         wake.perform(on: self)

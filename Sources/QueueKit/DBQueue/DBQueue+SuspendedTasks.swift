@@ -32,30 +32,23 @@ extension DBQueue {
                 want: want.lane, call: call, mayHelp: false, target: target,
                 since: since, parker: Parker(word: word)))
         me.pointee.task = .passUnretained(record)
-        SuspendedWaits.register(record)
         defer {
-            SuspendedWaits.unregister(record)
             me.deinitialize(count: 1)
             me.deallocate()
             word.deallocate()
         }
         let address = UncheckedSendable(me)
-        try await withTaskCancellationHandler {
-            var scheduledPoke = false
-            while true {
-                let took = try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
-                    step(me, continuation)
-                }
-                if took { return }
+        var scheduledPoke = false
+        try await SuspendedTaskDriver.wait(
+            record, isolation: isolation, attempt: { step(me, $0) },
+            retried: {
                 if !scheduledPoke && want != .completion {
                     // Nobody polls a suspended task: make sure it becomes due in time.
                     scheduledPoke = true
                     pokeFairness(after: since)
                 }
-            }
-        } onCancel: {
-            cancelWait(address.value)
-        }
+            },
+            cancel: { cancelWait(address.value) })
     }
 
     /// The uncontended entries of the `async` forms (the fast paths of the blocking ones).
@@ -71,15 +64,16 @@ extension DBQueue {
     /// Runs `body` as a read whose access the calling thread has just taken, then releases it.
     @inline(__always)
     func withEnteredRead<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        defer { releaseRead() }
-        return try ExecutionContext.run(on: queue, exclusive: false, outer: ExecutionContext.innermost, body)
+        try withAccess(Access(caller: ExecutionContext.innermost, isInline: false, isExclusive: false), body)
     }
 
     /// Runs `body` as a write whose access the calling thread has just taken, then releases it.
     @inline(__always)
     func withEnteredWrite<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        defer { releaseWrite() }
-        return try ExecutionContext.run(on: queue, exclusive: true, outer: ExecutionContext.innermost, body)
+        // Readers in slots are threads in synchronous reads: they leave without waiting for this
+        // task, so the wait is not checked for cycles (it is still published).
+        _ = revokeBias(call: "write", refusable: false)
+        return try withAccess(Access(caller: ExecutionContext.innermost, isInline: false, isExclusive: true), body)
     }
 
     /// One attempt of a suspended task, on the thread that runs it, under the lane's lock: leave
@@ -138,7 +132,7 @@ extension DBQueue {
     /// due and lets the lane hand on (threads do this themselves, waking from a timed park).
     func pokeFairness(after since: UInt64) {
         let remaining = Self.fairnessBound &- min(Self.fairnessBound, MonotonicClock.now() &- since)
-        writer.asyncAfter(deadline: .now() + .nanoseconds(Int(remaining))) { [self] in
+        workerQueue.asyncAfter(deadline: .now() + .nanoseconds(Int(remaining))) { [self] in
             var wake = Wakeups()
             lane.withLock { lane in
                 let now = MonotonicClock.now()

@@ -27,13 +27,14 @@ extension DBQueue {
 
     @inlinable @inline(__always)
     func tryRead() -> Bool {
-        updateState(while: { $0 & Bits.closedToReaders == 0 }) { $0 &+ Bits.oneReader }
+        updateState(while: { $0 & StateBit.closedToReaders == 0 }) { $0 &+ StateBit.oneReader }
     }
 
     /// Takes a free queue: barging past parked threads, unless one is due or a write is pending.
+    /// Readers in slots may still be inside: the taker revokes the bias (`revokeBias`).
     @inlinable @inline(__always)
     func tryWrite() -> Bool {
-        updateState(while: { $0 & ~Bits.parked == 0 }) { $0 | Bits.writer }
+        updateState(while: { $0 & ~(StateBit.parked | StateBit.biased) == 0 }) { $0 | StateBit.writer }
     }
 
     /// Takes the exclusivity to run pending asynchronous writes: the queue is free and nobody
@@ -41,8 +42,10 @@ extension DBQueue {
     /// help before the worker, without a window for a third thread between release and grant).
     @inline(__always)
     func tryRunner() -> Bool {
-        updateState(while: { $0 & (Bits.writer | Bits.readerMask | Bits.flags) == 0 && Bits.asyncCount($0) != 0 }) {
-            $0 | Bits.writer
+        updateState(while: {
+            $0 & (StateBit.writer | StateBit.readerMask | StateBit.flags) == 0 && StateBit.asyncCount($0) != 0
+        }) {
+            $0 | StateBit.writer
         }
     }
 
@@ -59,12 +62,12 @@ extension DBQueue {
     func releaseRead() {
         var current = state.load(ordering: .relaxed)
         while true {
-            if current & Bits.readerMask == Bits.oneReader && current & Bits.needsLane != 0 {
+            if current & StateBit.readerMask == StateBit.oneReader && current & StateBit.needsLane != 0 {
                 lastReaderLeaves()
                 return
             }
             let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current &- Bits.oneReader,
+                expected: current, desired: current &- StateBit.oneReader,
                 successOrdering: .releasing, failureOrdering: .relaxed)
             if exchanged { return }
             current = original
@@ -73,7 +76,7 @@ extension DBQueue {
 
     @inlinable @inline(__always)
     func releaseWrite() {
-        if state.compareExchange(expected: Bits.writer, desired: 0, ordering: .releasing).exchanged { return }
+        if state.compareExchange(expected: StateBit.writer, desired: 0, ordering: .releasing).exchanged { return }
         releaseWriteSlow()
     }
 
@@ -95,11 +98,11 @@ extension DBQueue {
     @usableFromInline func asyncTarget() -> UInt64 {
         while true {
             let before = state.load(ordering: .sequentiallyConsistent)
-            if before & Bits.publishing != 0 { continue }
+            if before & StateBit.publishing != 0 { continue }
             let done = completed.load(ordering: .sequentiallyConsistent)
             let after = state.load(ordering: .sequentiallyConsistent)
-            if (before ^ after) & (Bits.asyncMask | Bits.publishing) == 0 {
-                return done &+ UInt64(Bits.asyncCount(before))
+            if (before ^ after) & (StateBit.asyncMask | StateBit.publishing) == 0 {
+                return done &+ UInt64(StateBit.asyncCount(before))
             }
         }
     }
@@ -108,7 +111,7 @@ extension DBQueue {
     /// or none is pending at all.
     @inline(__always)
     func writesHaveRun(upTo target: UInt64, state current: UInt) -> Bool {
-        Bits.asyncCount(current) == 0 || completed.load(ordering: .acquiring) >= target
+        StateBit.asyncCount(current) == 0 || completed.load(ordering: .acquiring) >= target
     }
 
     /// A read or write (or a flush or destroy, which acquire as writers) that could not enter at
@@ -151,13 +154,14 @@ extension DBQueue {
                 }
             }
             guard let granted else {
-                WaitRegistry.deliverPendingRefusal()
+                ThreadRecord.current.deliverPendingRefusal()
                 return false
             }
+            ThreadRecord.current.dropPendingRefusal()
             grant = granted
         }
         if grant == .runner && want != .runner {
-            runAsyncWrites(upTo: target, isDrainer: false)
+            runAsyncWrites(upTo: target, isWorker: false, call: call)
             if want == .read { downgrade() }
         }
         return true
@@ -271,22 +275,16 @@ extension DBQueue {
     /// is dropped.
     func wait(_ parker: Parker, for call: StaticString, isWorker: Bool, until deadline: UInt64) -> WaitResult {
         let record = ThreadRecord.current
-        record.pendingRefusal = nil
+        // A refusal of an earlier wait of this call that the lane granted after all.
+        record.dropPendingRefusal()
         // The worker holds nothing while it waits for the queue: it closes no ring.
-        let refusal = WaitRegistry.enter(
-            record, untimed: !isWorker, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
-        ) { wait in
-            wait.call = call
-            wait.kind = .dbQueue
-            wait.queue = Unmanaged.passUnretained(queue)
-            wait.lock = nil
-            wait.db = self
-            wait.detail = UnsafeRawPointer(parker.word)
-            wait.deadline = MonotonicClock.forever
-            wait.frame = ExecutionContext.innermost
-        }
-        if let refusal {
-            record.pendingRefusal = refusal
+        if let refusal = WaitRegistry.enter(
+            record, call: call,
+            target: .dbQueue(Unmanaged.passUnretained(self), parkerWord: UnsafeRawPointer(parker.word)),
+            frame: ExecutionContext.innermost, refusable: !isWorker,
+            holderMayWait: { WaitRegistry.queueHolderMayWait(record) })
+        {
+            record.holdRefusal(refusal)
             return .refused
         }
         defer { WaitRegistry.withdraw(record) }
@@ -294,9 +292,11 @@ extension DBQueue {
     }
 
     /// For the deadlock detector (which holds its lock, and takes the lane's inside it): whether
-    /// the waiter parked on `word` is still waiting in the lane, neither granted nor woken.
+    /// the waiter parked on `word` is still waiting in the lane, neither granted nor woken, or is
+    /// the revoker waiting for a reader in a slot.
     func isWaitingInLane(parkerWord word: UnsafeRawPointer) -> Bool {
-        lane.withLock { lane in
+        if isRevoking(parkerWord: word) { return true }
+        return lane.withLock { lane in
             lane.waiters.contains { waiter in
                 guard UnsafeRawPointer(waiter.pointee.parker.word) == word else { return false }
                 if case .waiting = waiter.pointee.outcome { return true }
@@ -309,7 +309,7 @@ extension DBQueue {
     /// free for it, and nobody due is ahead), or the runner's part if it needs writes run first.
     func takeUnderLock(_ me: UnsafeMutablePointer<Waiter>, _ lane: inout Lane) -> Grant? {
         let current = state.load(ordering: .acquiring)
-        if current & Bits.due != 0 && !me.pointee.isDue { return nil }
+        if current & StateBit.due != 0 && !me.pointee.isDue { return nil }
         if me.pointee.want != .runner && writesHaveRun(upTo: me.pointee.target, state: current) {
             switch me.pointee.want {
             case .read: return addReaders(1) ? .access : nil
@@ -318,7 +318,7 @@ extension DBQueue {
             case .completion: return .access
             }
         }
-        if me.pointee.mayHelp || me.pointee.want == .runner, Bits.asyncCount(current) != 0, takeExclusive() {
+        if me.pointee.mayHelp || me.pointee.want == .runner, StateBit.asyncCount(current) != 0, takeExclusive() {
             return .runner
         }
         return nil

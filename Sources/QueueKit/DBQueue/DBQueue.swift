@@ -66,8 +66,23 @@ public final class DBQueue: @unchecked Sendable {
     /// stays near it.
     public static let fairnessBound: UInt64 = 1_000_000
 
-    /// Everything the fast paths need, in one word (see `Bits`).
-    @usableFromInline let state = Atomic<UInt>(0)
+    /// Everything the fast paths need, in one word (see `StateBit`). A new queue is read-biased.
+    @usableFromInline let state = Atomic<UInt>(StateBit.biased)
+
+    /// The visible readers (`DBQueue+ReaderSlots.swift`): `slotMask + 1` slots of
+    /// `slotStride` words, each empty or holding a reader's thread number.
+    @usableFromInline let slots: UnsafeMutablePointer<UInt64>
+    @usableFromInline let slotMask: UInt64
+    /// The revoker parks on this word while it waits for a reader in a slot.
+    @usableFromInline let revokeWord: UnsafeMutablePointer<UInt32>
+    /// Whether the revoker is parked waiting for a reader (for the deadlock detector).
+    let revoking = Atomic<Bool>(false)
+    /// Until when (coarse clock) the bias stays off after a revocation.
+    @usableFromInline let inhibitUntil = Atomic<UInt64>(0)
+    /// Revocations since creation (for tests and statistics).
+    let revocations = Atomic<UInt64>(0)
+    /// A synchronous writer (or destroy) revokes the bias: a write is pending (for tests).
+    let revokingForWrite = Atomic<Bool>(false)
 
     /// Asynchronous writes that have run, since creation. Written only by the thread that runs
     /// them (the holder of the exclusivity), read by anyone (`asyncTarget`).
@@ -83,20 +98,20 @@ public final class DBQueue: @unchecked Sendable {
     /// writes looks at the lane only once `completed` reaches it.
     let nextTarget = Atomic<UInt64>(.max)
 
-    /// The worker that runs asynchronous writes nobody runs while waiting: `drainerIdle` when no
-    /// worker block exists, `drainerActive` while one runs, waits for the queue or lingers.
-    let drainer = Atomic<Int>(DBQueue.drainerIdle)
-    static let drainerIdle = 0
-    static let drainerActive = 1
+    /// The worker that runs asynchronous writes nobody runs while waiting: `workerIdle` when no
+    /// worker block exists, `workerActive` while one runs, waits for the queue or lingers.
+    let workerState = Atomic<Int>(DBQueue.workerIdle)
+    static let workerIdle = 0
+    static let workerActive = 1
     /// The lingering worker parks on this word; anyone who needs it sooner sets it.
-    let drainerWord: UnsafeMutablePointer<UInt32>
+    let workerWord: UnsafeMutablePointer<UInt32>
     /// Set by `quiesce`: the worker does not linger.
     let closing = Atomic<Bool>(false)
-    static let drainerPoll: UInt64 = 1_000_000
-    static let drainerLingerPolls = 8
+    static let workerPoll: UInt64 = 1_000_000
+    static let workerLingerPolls = 8
 
     /// Where the worker runs.
-    let writer: DispatchQueue
+    let workerQueue: DispatchQueue
 
     /// The fork generation (``Fork/generation``) whose state the queue has adopted, or
     /// `adoptingFork` while a thread adopts it; and whether a fork left it unusable.
@@ -112,8 +127,9 @@ public final class DBQueue: @unchecked Sendable {
         /// Test seam (debug builds only): writes queued and not yet started (asynchronous writes
         /// submitted and not run, plus threads waiting in the lane to write).
         var pendingWriteCount: Int {
-            let queued = Int(Bits.asyncCount(state.load(ordering: .acquiring)))
-            return queued + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
+            let queued = Int(StateBit.asyncCount(state.load(ordering: .acquiring)))
+            let revoking = revokingForWrite.load(ordering: .acquiring) ? 1 : 0
+            return queued + revoking + lane.withLock { lane in lane.waiters.count { $0.pointee.want == .write } }
         }
 
         /// Test seam (debug builds only): the state, for a test's failure message.
@@ -125,9 +141,9 @@ public final class DBQueue: @unchecked Sendable {
                 }.joined(separator: ", ") + " dueCount \(lane.dueCount)"
             }
             return
-                "writer \(current & Bits.writer) due \(current & Bits.due != 0) parked \(current & Bits.parked != 0) "
-                + "readers \((current & Bits.readerMask) / Bits.oneReader) async \(Bits.asyncCount(current)) "
-                + "completed \(completed.load(ordering: .acquiring)) drainer \(drainer.load(ordering: .acquiring)) "
+                "writer \(current & StateBit.writer) due \(current & StateBit.due != 0) parked \(current & StateBit.parked != 0) "
+                + "readers \((current & StateBit.readerMask) / StateBit.oneReader) async \(StateBit.asyncCount(current)) "
+                + "completed \(completed.load(ordering: .acquiring)) worker \(workerState.load(ordering: .acquiring)) "
                 + "lane [\(waiters)]"
         }
 
@@ -139,17 +155,24 @@ public final class DBQueue: @unchecked Sendable {
     public init(label: String? = nil) throws(QueueKitError) {
         let label = label ?? ""
         queue = try Queue.identity(label: label, kind: .concurrent)
-        writer = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.writer" : "\(label).writer")
-        drainerWord = .allocate(capacity: 1)
-        drainerWord.initialize(to: Parker.idle)
+        workerQueue = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.worker" : "\(label).worker")
+        workerWord = .allocate(capacity: 1)
+        workerWord.initialize(to: Parker.idle)
+        revokeWord = .allocate(capacity: 1)
+        revokeWord.initialize(to: Parker.idle)
+        slotMask = UInt64(Self.slotCount - 1)
+        slots = Self.makeSlots(count: Self.slotCount)
     }
 
     deinit {
         ThreadSanitizer.destroying(self)
         if brokenByFork.load(ordering: .relaxed) { return }
-        let idle = state.load(ordering: .acquiring) & ~Bits.flags == 0
+        let idle =
+            state.load(ordering: .acquiring) & ~(StateBit.flags | StateBit.biased) == 0 && visibleReaders().isEmpty
         Swift.precondition(idle, "QueueKit: a DBQueue was freed in use or with writes pending")
-        drainerWord.deallocate()
+        workerWord.deallocate()
+        revokeWord.deallocate()
+        UnsafeMutableRawPointer(slots).deallocate()
     }
 
     // MARK: Swift API
@@ -162,8 +185,7 @@ public final class DBQueue: @unchecked Sendable {
     ///   ``Diagnostics``); ``QueueKitError/notRecoverable`` in a forked child, on a DB queue that
     ///   was being written at the fork; whatever `body` throws.
     public func read<R>(_ body: () throws -> R) throws -> R {
-        if _slowPath(Fork.isChild) { try checkFork() }
-        return try withAccess(enterRead(call: "DBQueue.read"), body)
+        try withAccess(enterRead(call: "DBQueue.read"), body)
     }
 
     /// Runs `body` now, exclusively, after every write submitted before it, and returns its value.
@@ -219,11 +241,15 @@ public final class DBQueue: @unchecked Sendable {
         // A queue that a fork left unusable has nothing left to run, and no thread inside.
         if _slowPath(Fork.isChild) { do { try checkFork() } catch { return } }
         guard acquire(.write, call: call) else { throw .wouldDeadlock }
+        guard revokeBias(call: call, refusable: true) else {
+            giveUpRefusedRevocation()
+            throw .wouldDeadlock
+        }
         releaseWrite()
         ThreadSanitizer.acquire(self)
         // The worker need not linger for a queue that is going away.
         closing.store(true, ordering: .releasing)
-        wakeDrainer(start: false)
+        wakeWorker(start: false)
     }
 
     // MARK: Core (the C API calls these)
@@ -237,12 +263,18 @@ public final class DBQueue: @unchecked Sendable {
         @usableFromInline let isInline: Bool
         /// Write access (the block runs the queue alone); read access otherwise.
         @usableFromInline let isExclusive: Bool
+        /// A visible reader's slot; nil for a counted read, a write, an inline block.
+        @usableFromInline let slot: UnsafeMutablePointer<UInt64>?
 
         @inlinable
-        init(caller: UnsafePointer<ExecutionFrame>?, isInline: Bool, isExclusive: Bool) {
+        init(
+            caller: UnsafePointer<ExecutionFrame>?, isInline: Bool, isExclusive: Bool,
+            slot: UnsafeMutablePointer<UInt64>? = nil
+        ) {
             self.caller = caller
             self.isInline = isInline
             self.isExclusive = isExclusive
+            self.slot = slot
         }
     }
 
@@ -251,11 +283,17 @@ public final class DBQueue: @unchecked Sendable {
     /// `withAccess` at once.
     @inlinable @inline(__always)
     package func enterRead(call: StaticString) throws(QueueKitError) -> Access {
-        let caller = ExecutionContext.innermost
-        if caller != nil && ExecutionContext.hold(of: queue, from: caller) != .none {
-            return Access(caller: caller, isInline: true, isExclusive: false)
+        if _slowPath(Fork.isChild) { try checkFork() }
+        // Outside any block, the main thread's permanent frame (the main queue's) holds no DB
+        // queue: only the thread's own frames need the walk.
+        let frame = ExecutionContext.innermostBlock
+        if let frame, ExecutionContext.hold(of: queue, from: frame) != .none {
+            return Access(caller: frame, isInline: true, isExclusive: false)
         }
+        let caller = frame ?? ExecutionContext.mainThreadFrame()
+        if let slot = tryVisibleRead() { return Access(caller: caller, isInline: false, isExclusive: false, slot: slot) }
         guard acquire(.read, call: call) else { throw .wouldDeadlock }
+        rebiasIfDue()
         return Access(caller: caller, isInline: false, isExclusive: false)
     }
 
@@ -271,7 +309,26 @@ public final class DBQueue: @unchecked Sendable {
         case .shared: throw .wouldDeadlock
         case .none:
             guard acquire(.write, call: call) else { throw .wouldDeadlock }
+            guard revokeBias(call: call, refusable: true) else {
+                giveUpRefusedRevocation()
+                throw .wouldDeadlock
+            }
             return Access(caller: caller, isInline: false, isExclusive: true)
+        }
+    }
+
+    /// A read of C work: `work(context)` with read access; the status (0, or the error's code).
+    /// One function, not inlined into the C face: there the read's body would be a closure that
+    /// the optimiser keeps out of line.
+    package func read(
+        _ context: UnsafeMutableRawPointer?, _ work: @convention(c) (UnsafeMutableRawPointer?) -> Void,
+        call: StaticString
+    ) -> Int32 {
+        do throws(QueueKitError) {
+            try withAccess(enterRead(call: call)) { work(context) }
+            return 0
+        } catch {
+            return error.rawValue
         }
     }
 
@@ -282,9 +339,17 @@ public final class DBQueue: @unchecked Sendable {
         if access.isInline {
             return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
         }
-        defer { if exclusive { releaseWrite() } else { releaseRead() } }
-        ThreadSanitizer.locked(self, shared: !exclusive)
-        defer { ThreadSanitizer.unlocking(self, shared: !exclusive) }
+        defer {
+            if exclusive {
+                releaseWrite()
+            } else if let slot = access.slot {
+                leaveSlot(slot)
+            } else {
+                releaseRead()
+            }
+        }
+        Acquisitions.acquired(self, .dbQueue, exclusive: exclusive)
+        defer { Acquisitions.releasing(self, .dbQueue, exclusive: exclusive) }
         return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
     }
 
@@ -300,11 +365,11 @@ public final class DBQueue: @unchecked Sendable {
     package func writeAsync(_ work: CWork) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
         let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
-        let before = state.add(Bits.oneAsync, ordering: .sequentiallyConsistent).oldValue
+        let before = state.add(StateBit.oneAsync, ordering: .sequentiallyConsistent).oldValue
         writes.push(work)
         // The first pending write makes sure a worker exists; a lingering one finds it by polling.
-        if Bits.asyncCount(before) == 0 && drainer.load(ordering: .sequentiallyConsistent) == Self.drainerIdle {
-            startDrainer()
+        if StateBit.asyncCount(before) == 0 && workerState.load(ordering: .sequentiallyConsistent) == Self.workerIdle {
+            startWorker()
         }
     }
 }

@@ -117,7 +117,7 @@ extension DBQueue {
         var more: [Parker] = []
         /// Suspended tasks to wake (`false`: woken, not granted; they compete when they run).
         var tasks: [UnsafeContinuation<Bool, any Error>] = []
-        var drainer = false
+        var wakesWorker = false
 
         mutating func append(_ parker: Parker) {
             if first == nil {
@@ -134,7 +134,7 @@ extension DBQueue {
             second?.unpark()
             for parker in more { parker.unpark() }
             for task in tasks { task.resume(returning: false) }
-            if drainer { db.wakeDrainer() }
+            if wakesWorker { db.wakeWorker() }
         }
     }
 }

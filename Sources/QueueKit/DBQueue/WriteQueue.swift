@@ -62,11 +62,12 @@ final class WriteQueue: @unchecked Sendable {
     /// the queue as its new dummy head; the previous dummy, which no submitter can reach any
     /// more, waits for `recycle`.
     func pop() -> CWork {
+        var backoff = Backoff()
         while true {
             let dummy = head
             let next = dummy._withUnsafeGuaranteedRef { $0.next.load(ordering: .acquiring) }
             guard next != 0 else {
-                sched_yield()
+                backoff.pause()
                 continue
             }
             let node = Self.node(next)

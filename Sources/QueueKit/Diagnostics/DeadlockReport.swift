@@ -122,7 +122,14 @@ enum DeadlockReport {
             return "nothing"
         case .queueSync, .queueBarrierSync, .dbQueue:
             let holders = graph.holders(of: record, evenIfTimed: true)
-            if !holders.isEmpty { return holders.map { names[$0.number] ?? $0.displayName }.joined(separator: ", ") }
+            var named = holders.map { names[$0.number] ?? $0.displayName }
+            // Readers in a DB queue's slots are named by their thread numbers, waiting or not.
+            if wait.kind == .dbQueue, let db = wait.db {
+                for reader in db.visibleReaders() where reader != record.number && !holders.contains(where: { $0.number == reader }) {
+                    named.append("\(names[reader] ?? describeThread(reader)) (reading)")
+                }
+            }
+            if !named.isEmpty { return named.joined(separator: ", ") }
             return "the blocks running on it (no waiting thread holds it)"
         case .lock, .lockWhen:
             guard let lock = wait.lock else { return "the lock" }

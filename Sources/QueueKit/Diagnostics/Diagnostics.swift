@@ -39,10 +39,8 @@ public enum Diagnostics {
     /// with the wait report. A zero or negative `threshold` turns the watch off; `handler == nil`
     /// writes the report to stderr. Replaces any earlier watch (also `QUEUEKIT_STALL_MS`).
     public static func watchStalls(after threshold: Duration, _ handler: (@Sendable (String) -> Void)?) {
-        let (seconds, attoseconds) = threshold.components
-        let ns: UInt64 =
-            seconds < 0 || (seconds == 0 && attoseconds <= 0)
-            ? 0 : max(1, UInt64(clamping: seconds) &* 1_000_000_000 &+ UInt64(attoseconds / 1_000_000_000))
+        // Positive but under a nanosecond: 1 ns (on); beyond 64 bits: the longest threshold.
+        let ns = MonotonicClock.nanoseconds(threshold).map { $0 == 0 && threshold > .zero ? 1 : $0 } ?? .max
         _ = StallWatch.configure(threshold: ns, handler: handler.map { .swift($0) } ?? .standardError)
     }
 

@@ -15,6 +15,7 @@ import Synchronization
 ///
 /// Records are reference types so that a diagnostic walk can hold one while its thread exits; what
 /// the thread publishes in it is read by other threads only under ``registry``'s lock.
+@usableFromInline
 final class ThreadRecord: @unchecked Sendable {
     /// The thread's QueueKit number (`qkshim_thread_id()`): small, non-zero, never reused.
     let number: UInt64
@@ -28,12 +29,26 @@ final class ThreadRecord: @unchecked Sendable {
     /// Whether ``wait`` describes a wait in progress, and whether a diagnostic walk is reading it:
     /// ``WaitState``. The owner writes `wait` only while the state is `idle`; the state changes
     /// as `WaitRegistry` documents (publish, pin, unpin, unpublish).
-    let waitState = Atomic<UInt32>(WaitState.idle)
+    @usableFromInline let waitState = Atomic<UInt32>(WaitState.idle)
     /// What the thread waits for, while `waitState` is not `idle`. Written by the thread itself
     /// (before it publishes), read by other threads only while they have it pinned.
-    @exclusivity(unchecked) var wait = PublishedWait()
-    /// The report of a refused wait whose call has not given up yet (only the thread touches it).
-    var pendingRefusal: String?
+    @exclusivity(unchecked) @usableFromInline var wait = PublishedWait()
+    /// A refused wait whose call has not given up yet (only the thread touches it): a DB queue's,
+    /// whose refusal becomes final only once the waiter has left the lane without being granted.
+    var pendingRefusal: Refusal?
+
+    /// Keeps `refusal` until the call gives up (``deliverPendingRefusal()``) or the next wait
+    /// (``dropPendingRefusal()``).
+    func holdRefusal(_ refusal: consuming Refusal) {
+        dropPendingRefusal()
+        pendingRefusal = consume refusal
+    }
+
+    /// The call gave up: the refusal it holds, if any, is delivered.
+    func deliverPendingRefusal() { pendingRefusal.take()?.deliver() }
+
+    /// The wait the refusal was for was granted after all: it is dropped.
+    func dropPendingRefusal() { pendingRefusal.take()?.drop() }
 
     private init() {
         number = qkshim_thread_id()
@@ -54,6 +69,13 @@ final class ThreadRecord: @unchecked Sendable {
             return Unmanaged<ThreadRecord>.fromOpaque(record).takeUnretainedValue()
         }
         return makeCurrent()
+    }
+
+    /// ``current`` without a reference count: the record lives as long as its thread.
+    @inline(__always)
+    static var currentUnmanaged: Unmanaged<ThreadRecord> {
+        if let record = qkshim_record_get() { return Unmanaged<ThreadRecord>.fromOpaque(record) }
+        return Unmanaged.passUnretained(makeCurrent())
     }
 
     /// The calling thread's record if it has one.

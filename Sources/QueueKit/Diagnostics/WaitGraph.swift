@@ -26,13 +26,15 @@ struct WaitGraph {
             return nodes.filter { $0.number == owner }
         case .dbQueue:
             // Granted or woken waiters no longer wait; the DB queue is held by every thread
-            // inside it (a read, a write, asynchronous writes being run).
+            // inside it (a read, counted or in a slot, a write, asynchronous writes being run).
             guard let identity = wait.queue?.takeUnretainedValue(), let db = wait.db, let word = wait.detail,
                 db.isWaitingInLane(parkerWord: word)
             else { return [] }
+            let visible = db.visibleReaders()
             return nodes.filter { node in
                 node !== waiter
-                    && node.wait.frame.map { ExecutionContext.hold(of: identity, from: $0) != .none } ?? false
+                    && (visible.contains(node.number)
+                        || node.wait.frame.map { ExecutionContext.hold(of: identity, from: $0) != .none } ?? false)
             }
         }
     }

@@ -76,24 +76,28 @@ import Synchronization
 /// lock. Every later search sees it not waiting, so no other member of that ring is refused; the
 /// refused call then returns `EDEADLK` without having run or taken anything, and the ring's other
 /// members proceed as soon as it unwinds.
+@usableFromInline
 enum WaitRegistry {
     /// Serialises every reader of other threads' waits (searches, reports, the stall watch).
     static let detector = Lock<Void>(())
 
     // MARK: Publishing
 
-    /// Publishes a wait of the calling thread, described by `describe`. Returns how many other
+    /// Publishes a wait of the calling thread in `call` for `target`. Returns how many other
     /// threads had a wait published at that moment (an upper bound).
     ///
     /// `stamped: false` leaves the start time to the first reader that sees the wait (`stamp`):
     /// the `sync` path, which cannot know whether it will wait at all, does not read the clock
     /// (a coarse clock read costs ~20 ns on a virtual machine, a tenth of an idle `sync`).
     @inline(__always)
-    static func publish(_ record: ThreadRecord, stamped: Bool, _ describe: (inout PublishedWait) -> Void) -> Int {
+    static func publish(
+        _ record: ThreadRecord, call: StaticString, target: WaitTarget, deadline: UInt64,
+        frame: UnsafePointer<ExecutionFrame>?, stamped: Bool
+    ) -> Int {
         record.wait.serial &+= 1
         record.wait.start = stamped ? qkshim_now_coarse_ns() : 0
         record.wait.startIsFirstSight = !stamped
-        describe(&record.wait)
+        record.wait.describe(call: call, target: target, deadline: deadline, frame: frame)
         // Read before the store: from then on a reader may have the record pinned.
         let inBlock = record.wait.frame != nil
         record.waitState.store(WaitState.waiting, ordering: .releasing)
@@ -102,7 +106,7 @@ enum WaitRegistry {
     }
 
     /// Withdraws the wait `record` published. Any thread may call it for `record`, once per wait.
-    @inline(__always)
+    @inlinable @inline(__always)
     static func withdraw(_ record: ThreadRecord) {
         // Read before the withdrawal: afterwards the owner may publish its next wait.
         let inBlock = record.wait.frame != nil
@@ -117,33 +121,34 @@ enum WaitRegistry {
 
     /// A walk has the record pinned: wait for it to let go (it holds the pin for the length of a
     /// search, a few microseconds).
-    @inline(never)
+    @inline(never) @usableFromInline
     static func withdrawPinned(_ record: ThreadRecord) {
-        var spins = 0
+        var backoff = Backoff()
         while !record.waitState.compareExchange(
             expected: WaitState.waiting, desired: WaitState.idle, ordering: .acquiringAndReleasing
         ).exchanged {
-            spins += 1
-            if spins < 64 { qkshim_cpu_relax() } else { sched_yield() }
+            backoff.pause()
         }
     }
 
-    /// Publishes an untimed or timed wait and, when it is untimed and another thread waits too,
-    /// searches for the cycle it would close. Returns `nil` to go on waiting (then `withdraw`
-    /// when done), or the report of the cycle: the wait was withdrawn and the caller must refuse
-    /// (after settling any hand-off that raced with the search) and `deliver` the report.
+    /// The one entry of every wait: publishes the calling thread's wait in `call` for `target`
+    /// and, when the wait is `refusable` (untimed, and able to close a ring) and another thread
+    /// waits too, searches for the cycle it would close. Returns `nil` to go on waiting (then
+    /// `withdraw` when done), or the ``Refusal``: the wait was withdrawn, and the caller must
+    /// either `deliver` it (the call gives up with `wouldDeadlock`) or `drop` it (a hand-off that
+    /// raced with the search won: the ring was no ring).
     ///
-    /// `untimed`: the wait's deadline is `MonotonicClock.forever` (only untimed waits can be
-    /// refused). `stamped`: as in `publish`. `holderMayWait`, asked only when a search would
-    /// otherwise run, answers whether what the wait is for may be held by a waiting thread; when
-    /// it says no, the search is skipped (see "Skipping the search" above).
+    /// `stamped`: as in `publish`. `holderMayWait`, asked only when a search would otherwise
+    /// run, answers whether what the wait is for may be held by a waiting thread; when it says
+    /// no, the search is skipped (see "Skipping the search" above).
     @inline(__always)
     static func enter(
-        _ record: ThreadRecord, untimed: Bool, stamped: Bool = true,
-        holderMayWait: () -> Bool, _ describe: (inout PublishedWait) -> Void
-    ) -> String? {
-        let others = publish(record, stamped: stamped, describe)
-        if others == 0 || !untimed || !holderMayWait() { return nil }
+        _ record: ThreadRecord, call: StaticString, target: WaitTarget,
+        deadline: UInt64 = MonotonicClock.forever, frame: UnsafePointer<ExecutionFrame>?,
+        refusable: Bool, stamped: Bool = true, holderMayWait: () -> Bool
+    ) -> Refusal? {
+        let others = publish(record, call: call, target: target, deadline: deadline, frame: frame, stamped: stamped)
+        if others == 0 || !refusable || !holderMayWait() { return nil }
         return refusal(of: record)
     }
 
@@ -168,8 +173,8 @@ enum WaitRegistry {
 
     /// The cycle search of `enter`, under the detector lock.
     @inline(never)
-    static func refusal(of me: ThreadRecord) -> String? {
-        detector.withLock { _ in
+    static func refusal(of me: ThreadRecord) -> Refusal? {
+        let report: String? = detector.withLock { _ in
             let others = pinWaiters(except: me)
             defer { unpin(others) }
             stamp(others, now: qkshim_now_coarse_ns())
@@ -178,24 +183,11 @@ enum WaitRegistry {
             guard let ring = graph.cycle(through: me) ?? graph.cycleClosedByBarrier(of: me) else { return nil }
             let report = DeadlockReport.refusal(ring: ring, nodes: nodes)
             // Leave the wait before any other search can run: exactly one refusal per cycle.
-            me.waitState.store(WaitState.idle, ordering: .releasing)
-            qkshim_waiting_leave()
-            if me.wait.frame != nil { qkshim_waiting_in_block_leave() }
+            // (Nobody else pins `me` while this thread holds the detector lock.)
+            withdraw(me)
             return report
         }
-    }
-
-    /// Calls the deadlock handler with `report`, on the calling (refused) thread.
-    static func deliver(_ report: String) {
-        Diagnostics.deadlockHandler.call(report)
-    }
-
-    /// Delivers the refusal a wait of the calling thread left in its record (a DB queue's, whose
-    /// refusal becomes final only once the waiter has left the lane without being granted).
-    static func deliverPendingRefusal() {
-        guard let record = ThreadRecord.currentIfAny, let report = record.pendingRefusal else { return }
-        record.pendingRefusal = nil
-        deliver(report)
+        return report.map { Refusal(report: $0) }
     }
 
     // MARK: Reading other threads' waits

@@ -62,6 +62,13 @@ package enum ExecutionContext {
         return mainThreadFrame()
     }
 
+    /// The innermost frame of a block the calling thread runs, if any (``innermost`` without the
+    /// main thread's permanent frame).
+    @inlinable @inline(__always)
+    static var innermostBlock: UnsafePointer<ExecutionFrame>? {
+        qkshim_frame_get().map { UnsafePointer($0.assumingMemoryBound(to: ExecutionFrame.self)) }
+    }
+
     @inlinable @inline(__always)
     static func mainThreadFrame() -> UnsafePointer<ExecutionFrame>? {
         guard qkshim_is_main_thread(), !qkshim_main_released_get() else { return nil }

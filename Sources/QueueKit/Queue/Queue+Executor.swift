@@ -27,12 +27,16 @@ extension Queue: SerialExecutor {
     /// Thread safety: called by the Swift runtime from any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let barrier = !isSerial
-        // Only executor-capable queues hand out an executor, so `dispatchQueue` is there.
-        dispatchQueue!.async(flags: barrier ? .barrier : []) {
-            ExecutionContext.run(on: self, exclusive: true, outer: nil) {
-                job.runSynchronously(on: self.asUnownedSerialExecutor())
-            }
+        // Only executor-capable queues hand out an executor, so the queue runs blocks; in a
+        // forked child no thread could ever run the job.
+        let dispatchQueue: DispatchQueue
+        do { dispatchQueue = try checkRunnable() } catch {
+            qkshim_fatal(
+                "QueueKit: an actor job enqueued on queue '\(label)' in a forked child: no thread can run it there")
+        }
+        let block = admit(barrier: !isSerial)
+        dispatchQueue.async(flags: block.isBarrier ? .barrier : []) {
+            self.runBlock(block, outer: nil) { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
         }
     }
 
@@ -80,15 +84,12 @@ extension Queue {
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> R
     ) async throws -> R {
-        guard let dispatchQueue else { throw QueueKitError.invalidArgument }
+        let dispatchQueue = try checkRunnable()
         if check(.onQueue) { return try body() }
-        let exclusive = isSerial
+        let block = admit(barrier: false)
         return try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
             dispatchQueue.async {
-                let outcome = ExecutionContext.run(on: self, exclusive: exclusive, outer: nil) {
-                    Result { try body() }
-                }
-                continuation.resume(with: outcome)
+                continuation.resume(with: self.runBlock(block, outer: nil) { Result { try body() } })
             }
         }
     }

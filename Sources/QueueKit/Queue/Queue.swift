@@ -62,7 +62,9 @@ public final class Queue: @unchecked Sendable {
     @usableFromInline let parent: Unmanaged<Queue>?
     /// The dispatch queue underneath; `nil` for a queue that stands for identity only (a DB queue's).
     /// Inside the queue's blocks it is what `DispatchQueue.current` reports.
-    let dispatchQueue: DispatchQueue?
+    @usableFromInline let dispatchQueue: DispatchQueue?
+    /// `dispatchQueue`'s `dispatch_queue_t`, for the round trips through `dispatch_*_f`.
+    @usableFromInline let dispatchObject: UnsafeMutableRawPointer?
     /// Main and global queues live forever: retain and release are no-ops on them.
     package let isImmortal: Bool
     /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
@@ -73,7 +75,7 @@ public final class Queue: @unchecked Sendable {
     /// `sync` may be queued behind. Submissions count before dispatch sees them, so no `sync` that
     /// dispatch queues behind a barrier is missed.
     let barriersSubmitted = Atomic<UInt64>(0)
-    let barriersFinished = Atomic<UInt64>(0)
+    @usableFromInline let barriersFinished = Atomic<UInt64>(0)
 
     /// Whether a barrier submitted through QueueKit has not finished yet.
     var hasUnfinishedBarrier: Bool {
@@ -113,6 +115,7 @@ public final class Queue: @unchecked Sendable {
         self.target = target
         self.parent = target.map { Unmanaged.passUnretained($0) }
         self.dispatchQueue = dispatchQueue
+        self.dispatchObject = dispatchQueue.map { DispatchObjectLayout.object(of: $0) }
         self.isImmortal = immortal
     }
 
@@ -171,6 +174,7 @@ public final class Queue: @unchecked Sendable {
     ///   or further out through `sync` hops; ``QueueKitError/invalidArgument`` for an identity-only queue; and whatever `work`
     ///   throws. On a concurrent queue whose non-barrier block the thread already runs, `work`
     ///   runs inline: it can never wait behind a pending barrier.
+    @inlinable
     public func sync<R>(_ work: () throws -> R) throws -> R {
         try run(syncRoute(barrier: false, call: "Queue.sync"), work)
     }
@@ -179,48 +183,45 @@ public final class Queue: @unchecked Sendable {
     ///
     /// - Throws: ``QueueKitError/wouldDeadlock`` without running `work` when the calling thread runs
     ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
+    @inlinable
     public func barrierSync<R>(_ work: () throws -> R) throws -> R {
         try run(syncRoute(barrier: true, call: "Queue.barrierSync"), work)
     }
 
     /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
     /// `check(.onQueue)` holds), otherwise as ``sync(_:)``. It never deadlocks on the queue itself.
+    @inlinable
     public func perform<R>(_ work: () throws -> R) throws -> R {
         try run(performRoute(call: "Queue.perform"), work)
     }
 
-    /// The shared core of `async` and `barrierAsync`.
-    package func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
-        guard let dispatchQueue else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
-        let barrier = barrier && honoursBarriers
-        let exclusive = barrier || isSerial
-        let countsBarrier = barrier && !isSerial
-        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
-        let work = ThreadSanitizer.handOff(work)
-        dispatchQueue.async(flags: barrier ? .barrier : []) {
-            ThreadSanitizer.holding(self, exclusive: exclusive) {
-                ExecutionContext.run(on: self, exclusive: exclusive, outer: nil, work)
-            }
-            if countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
-        }
-    }
-
     /// How a synchronous call reaches the queue, decided before anything runs.
+    @usableFromInline
     package struct SyncRoute {
         /// The calling thread's innermost frame: the caller of the new block.
-        let caller: UnsafePointer<ExecutionFrame>?
+        @usableFromInline let caller: UnsafePointer<ExecutionFrame>?
         /// `work` runs inline (the thread already holds the queue) rather than through dispatch.
-        let isInline: Bool
-        /// The block holds the queue alone.
-        let isExclusive: Bool
-        /// The dispatch round trip is a barrier.
-        let isBarrier: Bool
+        @usableFromInline let isInline: Bool
+        /// The block: a dispatch round trip's as admitted; inline, how the thread holds the queue.
+        @usableFromInline let block: Block
         /// The thread whose published wait the block withdraws when it starts (routes through
         /// dispatch only).
-        var waiter: Unmanaged<ThreadRecord>? = nil
-        /// The round trip is a barrier on a concurrent queue, counted in `barriersSubmitted`.
-        var countsBarrier = false
+        @usableFromInline var waiter: Unmanaged<ThreadRecord>? = nil
+
+        /// A block that runs inline, the queue held as the thread holds it already.
+        init(inlineFrom caller: UnsafePointer<ExecutionFrame>?, exclusive: Bool) {
+            self.caller = caller
+            isInline = true
+            block = Block(isBarrier: false, isExclusive: exclusive, countsBarrier: false)
+        }
+
+        /// A dispatch round trip of `block`, whose wait `waiter` published.
+        init(roundTripFrom caller: UnsafePointer<ExecutionFrame>?, block: Block, waiter: Unmanaged<ThreadRecord>) {
+            self.caller = caller
+            isInline = false
+            self.block = block
+            self.waiter = waiter
+        }
     }
 
     /// The deadlock checks of `sync` and `barrierSync`: how the call reaches the queue.
@@ -240,10 +241,9 @@ public final class Queue: @unchecked Sendable {
     /// would close a ring of waiting threads: pass it to `run` at once, whose block wrapper
     /// withdraws the wait as soon as the block starts, on whichever thread runs it. `call` names
     /// the call in reports.
-    @inline(__always)
+    @usableFromInline
     package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
-        guard dispatchQueue != nil else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        _ = try checkRunnable()
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
@@ -252,7 +252,7 @@ public final class Queue: @unchecked Sendable {
                 throw .wouldDeadlock
             case .shared:
                 if barrier { throw .wouldDeadlock }
-                return SyncRoute(caller: caller, isInline: true, isExclusive: false, isBarrier: false)
+                return SyncRoute(inlineFrom: caller, exclusive: false)
             case .none:
                 var ancestor = target
                 while let held = ancestor {
@@ -265,76 +265,32 @@ public final class Queue: @unchecked Sendable {
                 }
             }
         }
-        let countsBarrier = barrier && !isSerial
-        if countsBarrier { barriersSubmitted.add(1, ordering: .sequentiallyConsistent) }
-        let record = ThreadRecord.current
-        let refusal = WaitRegistry.enter(
-            record, untimed: true, stamped: false, holderMayWait: { WaitRegistry.queueHolderMayWait(record) }
-        ) { wait in
-            wait.call = call
-            wait.kind = barrier ? .queueBarrierSync : .queueSync
-            wait.queue = Unmanaged.passUnretained(self)
-            wait.lock = nil
-            wait.detail = nil
-            wait.deadline = MonotonicClock.forever
-            wait.frame = caller
+        let block = admit(barrier: barrier)
+        // The record is the thread's own, alive as long as the thread: borrowed, not retained.
+        let waiter = ThreadRecord.currentUnmanaged
+        let refused = waiter._withUnsafeGuaranteedRef { record -> Bool in
+            guard
+                let refusal = WaitRegistry.enter(
+                    record, call: call, target: .queue(Unmanaged.passUnretained(self), barrier: barrier),
+                    frame: caller, refusable: true, stamped: false,
+                    holderMayWait: { WaitRegistry.queueHolderMayWait(record) })
+            else { return false }
+            unadmit(block)
+            refusal.deliver()
+            return true
         }
-        if let refusal {
-            if countsBarrier { barriersFinished.add(1, ordering: .releasing) }
-            WaitRegistry.deliver(refusal)
-            throw .wouldDeadlock
-        }
-        return SyncRoute(
-            caller: caller, isInline: false, isExclusive: barrier || isSerial, isBarrier: barrier,
-            waiter: Unmanaged.passUnretained(record), countsBarrier: countsBarrier)
+        if refused { throw .wouldDeadlock }
+        return SyncRoute(roundTripFrom: caller, block: block, waiter: waiter)
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
-    @inline(__always)
+    @usableFromInline
     package func performRoute(call: StaticString) throws(QueueKitError) -> SyncRoute {
-        guard dispatchQueue != nil else { throw .invalidArgument }
-        if _slowPath(Fork.isChild) { throw .notRecoverable }
+        _ = try checkRunnable()
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
-        if hold != .none {
-            return SyncRoute(caller: caller, isInline: true, isExclusive: hold == .exclusive, isBarrier: false)
-        }
+        if hold != .none { return SyncRoute(inlineFrom: caller, exclusive: hold == .exclusive) }
         return try syncRoute(barrier: false, call: call)
-    }
-
-    /// Runs `work` the way `route` says, inside a frame whose caller is the route's, and waits.
-    @inline(__always)
-    package func run<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
-        if route.isInline {
-            return try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, work)
-        }
-        return try roundTrip(route, work)
-    }
-
-    /// The dispatch round trip of a `sync`. Dispatch's `sync` rethrows untyped, so the typed
-    /// outcome crosses it in a `Result`.
-    ///
-    /// The caller only borrows the queue, and `work` may release the last reference to it (a C
-    /// program's `qk_queue_release` inside its own `barrier_sync`): the round trip holds a
-    /// reference of its own until dispatch has returned, so the bookkeeping after `work` (the
-    /// barrier count, the hold's end) never touches a freed queue.
-    private func roundTrip<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
-        let kept = isImmortal ? nil : Unmanaged.passRetained(self)
-        defer { kept?.release() }
-        var outcome: Result<R, E>?
-        withoutActuallyEscaping(work) { work in
-            let box = UncheckedSendable(work)
-            dispatchQueue!.sync(flags: route.isBarrier ? .barrier : []) {
-                if let waiter = route.waiter { WaitRegistry.withdraw(waiter.takeUnretainedValue()) }
-                ThreadSanitizer.holding(self, exclusive: route.isExclusive) {
-                    outcome = Result { () throws(E) -> R in
-                        try ExecutionContext.run(on: self, exclusive: route.isExclusive, outer: route.caller, box.value)
-                    }
-                }
-                if route.countsBarrier { self.barriersFinished.add(1, ordering: .releasing) }
-            }
-        }
-        return try outcome!.get()
     }
 
     // MARK: Identity

@@ -16,13 +16,20 @@ public enum MonotonicClock {
 
     /// The deadline `duration` from now (saturating at `forever`).
     public static func deadline(after duration: Duration) -> UInt64 {
+        guard let ns = nanoseconds(duration) else { return forever }
+        if ns == 0 { return now() }
+        let (sum, overflow) = now().addingReportingOverflow(ns)
+        return overflow || sum == forever ? forever : sum
+    }
+
+    /// `duration` in whole nanoseconds (rounded down): 0 for a zero or negative duration, `nil`
+    /// when it does not fit in 64 bits. The one conversion of a `Duration`.
+    static func nanoseconds(_ duration: Duration) -> UInt64? {
         let (seconds, attoseconds) = duration.components
-        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return now() }
-        let (ns, overflow) = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return forever }
-        let (total, overflow2) = ns.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
-        let (sum, overflow3) = now().addingReportingOverflow(total)
-        return overflow2 || overflow3 || sum == forever ? forever : sum
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, carry) = whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+        return overflow || carry ? nil : total
     }
 
     /// The deadline of a `ContinuousClock` instant, mapped onto the monotonic clock.

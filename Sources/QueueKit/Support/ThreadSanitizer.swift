@@ -94,6 +94,35 @@ package enum ThreadSanitizer {
         if isPresent { qkshim_tsan_acquire(address(object)) }
     }
 
+    /// A C condition test (`qk_condlock_lock_if`, `await`, ...) is handed to whichever thread
+    /// evaluates it, usually the releasing one: what the waiting thread wrote before the call (the
+    /// data `context` points to) happens before each evaluation, and each evaluation before the
+    /// call returns (the caller may reuse that memory at once). `published` on the waiting thread
+    /// before the wait is queued, `evaluating` and `evaluated` around each call of the test,
+    /// `finished` on the waiting thread before the call returns.
+    @inlinable @inline(__always)
+    package static func conditionTestPublished(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_release(token) }
+    }
+
+    /// See ``conditionTestPublished(_:)``.
+    @inlinable @inline(__always)
+    package static func conditionTestEvaluating(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_acquire(token) }
+    }
+
+    /// See ``conditionTestPublished(_:)``.
+    @inlinable @inline(__always)
+    package static func conditionTestEvaluated(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_release(token) }
+    }
+
+    /// See ``conditionTestPublished(_:)``.
+    @inlinable @inline(__always)
+    package static func conditionTestFinished(_ token: UnsafeRawPointer) {
+        if isPresent { qkshim_tsan_acquire(token) }
+    }
+
     /// Entering QueueKit's own code behind a C API call: until the matching
     /// ``leaveInternalCode(_:)``, its memory accesses are hidden from the sanitizer when this
     /// library is not instrumented; the user code it runs is seen (``userCode(_:)``). A pair of
@@ -130,16 +159,14 @@ package enum ThreadSanitizer {
         return try body()
     }
 
-    /// Runs `body` holding `queue` and the queues it targets as their blocks hold them:
-    /// exclusively a serial queue and a barrier, shared a concurrent queue's other blocks.
-    @inline(__always)
-    static func holding<R>(_ queue: Queue, exclusive: Bool, _ body: () -> R) -> R {
-        guard isPresent else { return body() }
-        let hidden = enterInternalCode() // a queue's worker runs QueueKit's code around the block
+    /// Runs `body`, a block of a queue on the thread dispatch runs it on: when the sanitizer is
+    /// present, QueueKit's own code around the block is hidden from it, as in a C API call.
+    @inlinable @inline(__always)
+    static func workerCode<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        guard isPresent else { return try body() }
+        let hidden = enterInternalCode()
         defer { leaveInternalCode(hidden) }
-        lockChain(queue, exclusive: exclusive)
-        defer { unlockChain(queue, exclusive: exclusive) }
-        return body()
+        return try body()
     }
 
     /// `work` as submitted: when the sanitizer is present, wrapped to acquire what the submitting
@@ -185,12 +212,15 @@ package enum ThreadSanitizer {
 
     /// The queues a block of `queue` holds, outermost target first (one order everywhere), each
     /// exclusive or shared; queues without barriers hold nothing.
-    private static func lockChain(_ queue: Queue, exclusive: Bool) {
+    @usableFromInline
+    static func lockChain(_ queue: Queue, exclusive: Bool) {
         if let target = queue.target { lockChain(target, exclusive: target.isSerial) }
         if queue.honoursBarriers { locked(queue, shared: !exclusive) }
     }
 
-    private static func unlockChain(_ queue: Queue, exclusive: Bool) {
+    /// Releasing what ``lockChain(_:exclusive:)`` took, innermost first.
+    @usableFromInline
+    static func unlockChain(_ queue: Queue, exclusive: Bool) {
         if queue.honoursBarriers { unlocking(queue, shared: !exclusive) }
         if let target = queue.target { unlockChain(target, exclusive: target.isSerial) }
     }

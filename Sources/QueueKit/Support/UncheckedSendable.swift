@@ -2,7 +2,8 @@
 // Copyright QueueKit developers
 
 /// Carries a value that is used only while its owner waits, across a `@Sendable` boundary.
+@usableFromInline
 struct UncheckedSendable<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+    @usableFromInline let value: Value
+    @inlinable init(_ value: Value) { self.value = value }
 }

@@ -2,9 +2,10 @@
 /* Copyright QueueKit developers */
 
 /*
- * The platform seam of QueueKit: only what Swift cannot express on Linux (initial-exec
- * thread-locals, the futex system call). No logic lives here. Nothing here is exported from
- * libqueuekit.so (the version script keeps only qk_*).
+ * The platform seam of QueueKit: what Swift cannot express on Linux (initial-exec
+ * thread-locals, the futex system call, atomics on plain words, the load-time constructor that
+ * reads QUEUEKIT_STALL_MS and starts the stall watch, the fork handlers). Nothing here is
+ * exported from libqueuekit.so (the version script keeps only qk_*).
  */
 #ifndef QUEUEKIT_SHIM_H
 #define QUEUEKIT_SHIM_H
@@ -213,6 +214,28 @@ static inline uint32_t qkshim_atomic_exchange32(uint32_t *word, uint32_t value) 
     return __atomic_exchange_n(word, value, __ATOMIC_SEQ_CST);
 }
 
+/* A DB queue's reader slots (DBQueue+ReaderSlots.swift): 64-bit words holding a reader's thread
+ * number, sequentially consistent where the reader/revoker pairing needs it. */
+static inline uint64_t qkshim_atomic_load64(uint64_t *word) {
+    return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+}
+static inline void qkshim_atomic_store64(uint64_t *word, uint64_t value) {
+    __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+}
+/* Claims an empty slot for `value`: true when it was empty. */
+static inline bool qkshim_slot_claim(uint64_t *slot, uint64_t value) {
+    uint64_t empty = 0;
+    return __atomic_compare_exchange_n(slot, &empty, value, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+/* Empties a slot (release), returning what it held. */
+static inline uint64_t qkshim_slot_release(uint64_t *slot) {
+    return __atomic_exchange_n(slot, 0, __ATOMIC_RELEASE);
+}
+/* Replaces *expected with desired if the slot holds *expected; otherwise loads it into *expected. */
+static inline bool qkshim_slot_replace(uint64_t *slot, uint64_t *expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(slot, expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE);
+}
+
 /* A CPU hint for spin loops. */
 static inline void qkshim_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -297,5 +320,17 @@ __attribute__((noreturn)) void qkshim_fatal(const char *message);
 /* As qkshim_fatal, for a system call that failed in a way that can only be a bug: one line naming
  * the call, the errno value and its text. */
 __attribute__((noreturn)) void qkshim_fatal_errno(const char *call, int error);
+
+
+/* ---- libdispatch's round trips without blocks (dispatch.c) ---------------------------------- */
+
+/* dispatch_sync_f, or dispatch_barrier_sync_f when `barrier`, of `work(context)` onto the dispatch
+ * queue `queue` (a dispatch_queue_t): a context on the caller's stack, no block, no allocation. */
+void qkshim_dispatch_sync(void *queue, bool barrier, void *context, void (*work)(void *context));
+/* dispatch_async_f, or dispatch_barrier_async_f when `barrier`. */
+void qkshim_dispatch_async(void *queue, bool barrier, void *context, void (*work)(void *context));
+/* dispatch_get_current_queue(): the dispatch queue whose block runs (used once, to confirm where
+ * the Swift overlay keeps a DispatchQueue's dispatch_queue_t). */
+void *qkshim_dispatch_current_queue(void);
 
 #endif

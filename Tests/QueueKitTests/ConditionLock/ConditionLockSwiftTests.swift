@@ -82,7 +82,7 @@ struct ConditionLockSwiftTests {
         #expect(lock.stats.acquisitions == 2)
     }
 
-    /// The Swift snippet of the README's "Condition lock" section, kept compiling and running here.
+    /// The Swift snippet of docs/design.md's "Condition lock" section, kept compiling and running here.
     @Test func theDocumentationSnippetWorks() throws {
         let startup = ConditionLock(condition: Boot.idle, name: "startup")
         let network = Shared(false)

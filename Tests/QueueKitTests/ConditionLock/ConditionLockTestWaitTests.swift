@@ -92,18 +92,20 @@ struct ConditionLockTestWaitTests {
         #expect(lock.lock() == 0)
         // Queued in this order: a waiter for >= 10, then three for >= 1.
         var workers: [DispatchSemaphore] = []
-        workers.append(spawn {
-            #expect(lock.lock(if: atLeast, high, until: bounded) == 0)
-            log.record("high")
-            #expect(lock.unlock() == 0)
-        })
-        #expect(eventually { lock.waiters == 1 })
-        for index in 0..<3 {
-            workers.append(spawn {
-                #expect(lock.lock(if: atLeast, low, until: bounded) == 0)
-                log.record("low\(index)")
+        workers.append(
+            spawn {
+                #expect(lock.lock(if: atLeast, high, until: bounded) == 0)
+                log.record("high")
                 #expect(lock.unlock() == 0)
             })
+        #expect(eventually { lock.waiters == 1 })
+        for index in 0..<3 {
+            workers.append(
+                spawn {
+                    #expect(lock.lock(if: atLeast, low, until: bounded) == 0)
+                    log.record("low\(index)")
+                    #expect(lock.unlock() == 0)
+                })
             #expect(eventually { lock.waiters == index + 2 })
         }
         // 3 satisfies the three ">= 1" waiters only: they go in arrival order, "high" stays.
@@ -215,12 +217,13 @@ struct ConditionLockTestWaitTests {
         // Queued in reverse order, so each release must pick the right waiter, not the first.
         var workers: [DispatchSemaphore] = []
         for k in (1...4).reversed() {
-            workers.append(spawn {
-                #expect(lock.lock() == 0)
-                #expect(lock.await(equalTo, contexts[k - 1]) == 0)
-                log.record("\(k)")
-                #expect(lock.unlock(with: k + 1) == 0)
-            })
+            workers.append(
+                spawn {
+                    #expect(lock.lock() == 0)
+                    #expect(lock.await(equalTo, contexts[k - 1]) == 0)
+                    log.record("\(k)")
+                    #expect(lock.unlock(with: k + 1) == 0)
+                })
             #expect(eventually { lock.waiters == 5 - k && !lock.isLocked })
         }
         #expect(lock.set(1) == 0)
@@ -399,7 +402,11 @@ struct ConditionLockTestWaitRingTests {
 
 @Suite("Condition lock: test waits in Swift")
 struct ConditionLockSwiftTestWaitTests {
-    enum Stage: Int, Sendable { case empty = 0, some = 1, full = 5 }
+    enum Stage: Int, Sendable {
+        case empty = 0
+        case some = 1
+        case full = 5
+    }
 
     @Test func lockWhereAndWaitUntilKeepTheLockRules() throws {
         let lock = ConditionLock(condition: 0)
@@ -436,7 +443,9 @@ struct ConditionLockSwiftTestWaitTests {
 
         // Timed: thrown holding the lock.
         try lock.lock()
-        #expect(throws: QueueKitError.timedOut) { try lock.wait(until: { $0 == 99 }, before: MonotonicClock.now() + 20_000_000) }
+        #expect(throws: QueueKitError.timedOut) {
+            try lock.wait(until: { $0 == 99 }, before: MonotonicClock.now() + 20_000_000)
+        }
         try lock.unlock()
         #expect(throws: QueueKitError.notPermitted) { try lock.wait(until: { _ in true }) }
         #expect(throws: QueueKitError.busy) { try lock.tryLock(where: { $0 == 99 }) }

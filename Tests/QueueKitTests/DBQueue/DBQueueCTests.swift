@@ -205,7 +205,8 @@ struct DBQueueNestingTests {
 
     @Test("write_async inside a block runs after that block", arguments: Outer.allCases, Hop.allCases)
     func writeAsyncInsideRunsAfterTheBlock(outer: Outer, hop: Hop) {
-        let f = DBFixture()
+        let label = "inside-\(outer)-\(hop)-\(UUID().uuidString.prefix(8))"
+        let f = DBFixture(label: label)
         let ok = finishes {
             let events = Recorder()
             let flushed = Shared<DispatchSemaphore?>(nil)
@@ -218,11 +219,14 @@ struct DBQueueNestingTests {
                             events.record("async")
                         })
                 }
-                // Negative check: a flush from another thread cannot complete while this block
-                // runs, since the queued write must wait for it.
+                // A flush from another thread waits (seen in the lane) and cannot complete while
+                // this block runs, since the queued write must wait for it.
                 let done = spawn { #expect(qk_dbqueue_flush(f.db) == 0) }
                 flushed.value = done
-                #expect(!waits(for: done, within: 0.02), "the write ran while its enclosing block ran")
+                #expect(
+                    eventually { DBQueueInternals.isWaiting(in: "qk_dbqueue_flush", label: label) },
+                    "the flush never waited")
+                #expect(done.wait(timeout: .now()) == .timedOut, "the write ran while its enclosing block ran")
                 events.record("outer-end")
             }
             #expect(status == 0)

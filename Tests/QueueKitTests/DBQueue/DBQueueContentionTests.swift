@@ -260,7 +260,8 @@ struct DBQueueHelpingTests {
     /// exclusively, and nothing further out — and then does its own call.
     @Test(arguments: Waiter.allCases)
     func aWaitingThreadThatHoldsNothingRunsThePendingWrite(waiter: Waiter) {
-        let f = DBFixture()
+        let label = "helper-\(waiter)-\(UUID().uuidString.prefix(8))"
+        let f = DBFixture(label: label)
         let holder = WriteHolder(f.db)
         let ranOn = Shared<UInt?>(nil)
         let other = spawn {
@@ -292,7 +293,11 @@ struct DBQueueHelpingTests {
         if waiter != .flush {
             #expect(eventually { DBQueueInternals.waitingCalls(f.db) >= 1 }, "the call never waited")
         } else {
-            #expect(!waits(for: done, within: 0.05), "flush returned while the write was pending")
+            // Seen waiting in the lane; it cannot have returned while the holder holds on.
+            #expect(
+                eventually { DBQueueInternals.isWaiting(in: "qk_dbqueue_flush", label: label) },
+                "the flush never waited")
+            #expect(done.wait(timeout: .now()) == .timedOut, "flush returned while the write was pending")
         }
         holder.finish()
         #expect(waits(for: done))

@@ -75,6 +75,7 @@ struct DBQueueDestroyTests {
         let db = handle.value
         DBQueueInternals.retain(db) // observe a premature free without crashing
         defer { DBQueueInternals.release(db) }
+        DBQueueInternals.disableReadBias(db) // the last counted reader's way out
         let inHook = DispatchSemaphore(value: 0)
         let proceed = DispatchSemaphore(value: 0)
         DBQueueInternals.setHookBeforeLastReaderStarts(db) {

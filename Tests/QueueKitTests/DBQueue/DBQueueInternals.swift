@@ -17,12 +17,26 @@ enum DBQueueInternals {
     /// The queue's state, for failure messages.
     static func debugState(_ db: OpaquePointer) -> String { object(db).debugState }
 
+    /// Whether a thread waits in `call` for the DB queue labelled `label` (the wait report shows
+    /// it): a call that is really blocked, whatever part of the lane it waits in.
+    static func isWaiting(in call: String, label: String) -> Bool {
+        Diagnostics.waitReport().contains("in \(call)(DB queue \"\(label)\")")
+    }
+
     /// Readers and writers waiting in the lane.
     static func waitingCalls(_ db: OpaquePointer) -> Int { object(db).waitingCallCount }
 
     /// Installs the hook the last reader calls after it left and before it starts a due write.
     static func setHookBeforeLastReaderStarts(_ db: OpaquePointer, _ hook: (() -> Void)?) {
         object(db).testHookBeforeLastReaderStarts = hook
+    }
+
+    /// Turns the read bias off for good: every read is counted in the state word (for tests of
+    /// the counted readers' paths).
+    static func disableReadBias(_ db: OpaquePointer) {
+        let object = object(db)
+        object.inhibitUntil.store(.max, ordering: .relaxed)
+        object.state.bitwiseAnd(~DBQueue.StateBit.biased, ordering: .sequentiallyConsistent)
     }
 
     /// Keeps the object alive past `qk_dbqueue_destroy` (so a test can observe a premature free

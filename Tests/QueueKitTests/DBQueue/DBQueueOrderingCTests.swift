@@ -131,10 +131,17 @@ struct DBQueueOrderingTests {
         let f = DBFixture()
         let count = Unprotected(0)
         let blocker = DispatchSemaphore(value: 0)
+        let released = Shared(false)
         expectStatus(0, dbWriteAsync(f.db) { _ = waits(for: blocker) })
         for _ in 0..<100 { dbWriteAsync(f.db) { count.value += 1 } }
-        let flusher = spawn { #expect(qk_dbqueue_flush(f.db) == 0) }
-        #expect(!waits(for: flusher, within: 0.02), "flush returned while writes were pending")
+        // However the threads are scheduled, the flush returns only after the first write was
+        // released and every write ran (whether the worker or the flushing thread ran them).
+        let flusher = spawn {
+            #expect(qk_dbqueue_flush(f.db) == 0)
+            #expect(released.value, "flush returned while writes were pending")
+            #expect(count.value == 100)
+        }
+        released.value = true
         blocker.signal()
         #expect(waits(for: flusher))
         dbRead(f.db) { #expect(count.value == 100) }

@@ -502,8 +502,10 @@ extension QueueTests {
 
     /// Not a test on its own: the child of `aFailingPreconditionAbortsWithOneLine`. It does nothing
     /// unless the child variable is set.
-    @Test func preconditionViolationChild() {
-        guard ProcessInfo.processInfo.environment[preconditionChildVariable] != nil else { return }
+    @Test(
+        .enabled(
+            if: isChildRun(preconditionChildVariable), "the child process of aFailingPreconditionAbortsWithOneLine"))
+    func preconditionViolationChild() {
         let expected = CQueue.create("qk.test.expected", QK_QUEUE_CONCURRENT)
         let other = CQueue.create("qk.test.other")
         expected.sync {

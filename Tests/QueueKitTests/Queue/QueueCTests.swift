@@ -287,6 +287,30 @@ struct QueueTests {
         #expect(facts.all == ["label": "qk.test.pinned", "specific intact": "true"])
     }
 
+    @Test(arguments: ["sync", "barrier_sync", "perform"])
+    func releasingTheLastReferenceInsideARoundTripFreesTheQueueAfterIt(call: String) {
+        let probe = DestructorProbe()
+        let key = SpecificKey()
+        let queue = CQueue.create("qk.test.released-inside", QK_QUEUE_CONCURRENT)
+        #expect(qk_queue_set_specific(queue.handle, key.raw, probe.value("released"), DestructorProbe.destructor) == 0)
+        let facts = Facts()
+        let body = {
+            queue.release()
+            // The caller's last reference is gone, but the round trip still holds the queue.
+            facts.flag("alive inside", probe.log.events.isEmpty && qk_get_specific(key.raw) != nil)
+        }
+        let status =
+            switch call {
+            case "sync": queue.sync(body)
+            case "barrier_sync": queue.barrierSync(body)
+            default: queue.perform(body)
+            }
+        #expect(status == 0)
+        #expect(waits(for: probe.fired), "the queue is freed once the round trip is over")
+        #expect(facts.all == ["alive inside": "true"])
+        #expect(probe.log.events == ["released"])
+    }
+
     // MARK: Submitting work
 
     @Test func asyncRunsInOrderOnASerialQueue() {

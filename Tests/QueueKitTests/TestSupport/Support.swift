@@ -64,8 +64,12 @@ func waits(for semaphore: DispatchSemaphore, within timeout: TimeInterval = test
     semaphore.wait(timeout: .now() + timeout) == .success
 }
 
+/// Whether this process is a ``ChildRun`` started with `variable` set: a child test runs only
+/// then, and is reported as skipped otherwise.
+func isChildRun(_ variable: String) -> Bool { ProcessInfo.processInfo.environment[variable] != nil }
+
 /// One run of this test binary as a child process, running only the test `test` with `variable`
-/// set (such child tests do nothing without it): for calls that must abort. Bounded: a child that
+/// set (such child tests are skipped without it, `.enabled(if: isChildRun(variable))`): for calls that must abort. Bounded: a child that
 /// does not finish within 30 s is terminated and reported as unfinished.
 struct ChildRun {
     let finished: Bool

@@ -82,13 +82,13 @@ qkb_sample_t qkb_prodcons(qkb_condlock_ops_t ops, int pairs, uint64_t items);
 qkb_sample_t qkb_qk_read(uint64_t iterations);
 qkb_sample_t qkb_rwlock_read(uint64_t iterations);
 qkb_sample_t qkb_gcd_sync_read(uint64_t iterations);
-qkb_sample_t qkb_seed_read(uint64_t iterations);
+qkb_sample_t qkb_specific_read(uint64_t iterations);
 /** The work alone, called through a function pointer: what a nested read costs at least. */
 qkb_sample_t qkb_direct_call(uint64_t iterations);
 /** Reads nested inside one outer read (per nested read, work included). */
 qkb_sample_t qkb_qk_nested_read(uint64_t iterations);
 qkb_sample_t qkb_rwlock_nested_read(uint64_t iterations);
-qkb_sample_t qkb_seed_nested_read(uint64_t iterations);
+qkb_sample_t qkb_specific_nested_read(uint64_t iterations);
 /** Submit n asynchronous writes, then wait for them (per write). */
 qkb_sample_t qkb_qk_write_async(uint64_t n);
 qkb_sample_t qkb_gcd_barrier_async(uint64_t n);
@@ -101,7 +101,7 @@ typedef enum {
     QKB_MIX_QK_SYNC = 1,  /* qk_dbqueue_read + qk_dbqueue_write */
     QKB_MIX_RWLOCK = 2,   /* pthread_rwlock rdlock / wrlock */
     QKB_MIX_GCD = 3,      /* dispatch_sync_f + dispatch_barrier_async_f, barrier_sync at the end */
-    QKB_MIX_SEED = 4,     /* the seed: get_specific then sync_f; barrier_async_f */
+    QKB_MIX_SPECIFIC = 4, /* plain dispatch: get_specific then sync_f; barrier_async_f */
     QKB_MIX_GCD_SYNC = 5  /* dispatch_sync_f + dispatch_barrier_sync_f */
 } qkb_mix_impl_t;
 /** `threads` threads doing `total_ops` operations in all, `write_percent` % of them writes;
@@ -137,6 +137,26 @@ qkb_sample_t qkb_qk_wait_report(int bystanders, uint64_t iterations);
 qkb_sample_t qkb_qk_sync_idle(uint64_t iterations);
 /** dispatch_sync_f of the same work onto an idle serial queue. */
 qkb_sample_t qkb_gcd_sync_idle(uint64_t iterations);
+
+/* ---- Queue round trips (queue_kernels.c) ------------------------------------------------------ */
+
+typedef enum { QKB_QUEUE_SERIAL = 0, QKB_QUEUE_CONCURRENT = 1 } qkb_queue_kind_t;
+typedef enum { QKB_SYNC = 0, QKB_BARRIER_SYNC = 1, QKB_PERFORM = 2 } qkb_round_trip_t;
+/** `iterations` round trips of a one-increment work function onto an idle queue of `kind` from
+ *  one thread, outside any block: qk_queue_sync, qk_queue_barrier_sync or qk_queue_perform; the
+ *  anchor: dispatch_sync_f or dispatch_barrier_sync_f (QKB_PERFORM: dispatch_sync_f). */
+qkb_sample_t qkb_qk_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call, uint64_t iterations);
+qkb_sample_t qkb_gcd_queue_round_trip(qkb_queue_kind_t kind, qkb_round_trip_t call, uint64_t iterations);
+/** Inside a block of a serial queue, qk_queue_perform onto that queue (inline); with `direct`,
+ *  the same work called directly instead. */
+qkb_sample_t qkb_qk_perform_inline(bool direct, uint64_t iterations);
+/** `n` asynchronous submissions onto a serial queue, then one sync; per submission.
+ *  qk_queue_async / dispatch_async_f. */
+qkb_sample_t qkb_qk_queue_async(uint64_t n);
+qkb_sample_t qkb_gcd_queue_async(uint64_t n);
+/** `threads` threads syncing onto one serial queue, `iterations` syncs in all (per sync):
+ *  qk_queue_sync (`queuekit`) or dispatch_sync_f. */
+qkb_sample_t qkb_contended_queue_sync(bool queuekit, int threads, uint64_t iterations);
 
 /* ---- Process start-up ---------------------------------------------------------------------- */
 

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import Dispatch
+import Glibc
+import QueueKitShim
+import Synchronization
+
+/// Reads that share no cache line: the visible readers.
+///
+/// While the queue is read-biased (`StateBit.biased`), a reader enters by claiming its slot, one cache
+/// line of the queue's slot array chosen by its thread number, and writing that number into it;
+/// it touches the shared state word only to read it. A reader whose slot is taken (another thread
+/// hashed to it), or that finds the bias gone or the queue closed to readers, empties its slot
+/// and enters through the state word as a counted reader.
+///
+/// The holder of the exclusivity (a writer, or a thread running asynchronous writes) revokes the
+/// bias before it runs anything: it clears the bit, then waits for exactly the readers it finds
+/// in slots. The pairing is Dekker's: a reader claims its slot, then reads the state; the revoker
+/// changes the state, then reads the slots (all sequentially consistent), so either the reader
+/// sees the change and leaves, or the revoker sees the reader and waits for it. A reader the
+/// revoker waits for finds a mark in its slot when it leaves and wakes the revoker.
+///
+/// Readers in slots are holders like counted readers: they run inside the queue's frame (so the
+/// deadlock detector follows their chains like any holder's), and their thread numbers in the slots name
+/// them in the wait report and in the wait-for search.
+///
+/// The bias comes back when writes are rare: a counted reader sets it again once the inhibit
+/// window that the last revocation set has passed (`inhibitFactor` times what the revocation
+/// cost, and at least `inhibitMinimum`; BRAVO's rule), read on the coarse clock.
+extension DBQueue {
+    /// Words per slot: one cache line each, so that readers on different CPUs share none.
+    @usableFromInline static var slotStride: Int { 8 }
+    /// In a slot: the revoker waits for this reader (set by the revoker, seen by the reader as it
+    /// leaves).
+    @usableFromInline static var revokingMark: UInt64 { 1 << 63 }
+    /// The bias is inhibited for this many times what a revocation cost…
+    static let inhibitFactor: UInt64 = 9
+    /// …and at least this long (nanoseconds).
+    static let inhibitMinimum: UInt64 = 1_000_000
+    /// The coarse clock's tick, added to the window so that it lasts at least its length although
+    /// the coarse clock lags real time by up to a tick.
+    static let coarseTick: UInt64 = {
+        var resolution = timespec()
+        guard clock_getres(CLOCK_MONOTONIC_COARSE, &resolution) == 0 else { return 10_000_000 }
+        return UInt64(resolution.tv_sec) &* 1_000_000_000 &+ UInt64(resolution.tv_nsec)
+    }()
+
+    /// Slots per queue: a power of two, four per CPU, 32 to 256.
+    static let slotCount: Int = {
+        let cpus = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        var count = 32
+        while count < 4 * cpus && count < 256 { count *= 2 }
+        return count
+    }()
+
+    static func makeSlots(count: Int) -> UnsafeMutablePointer<UInt64> {
+        let words = count * slotStride
+        let raw = UnsafeMutableRawPointer.allocate(byteCount: words * 8, alignment: 64)
+        let slots = raw.bindMemory(to: UInt64.self, capacity: words)
+        slots.initialize(repeating: 0, count: words)
+        return slots
+    }
+
+    // MARK: Readers
+
+    /// Enters as a visible reader if the queue is read-biased and open to readers: the claimed
+    /// slot, or nil (nothing taken) when the reader must take the counted path.
+    @inlinable @inline(__always)
+    func tryVisibleRead() -> UnsafeMutablePointer<UInt64>? {
+        guard state.load(ordering: .relaxed) & StateBit.biased != 0 else { return nil }
+        let me = qkshim_thread_id()
+        let slot = slots + Int(truncatingIfNeeded: me & slotMask) &* Self.slotStride
+        guard qkshim_slot_claim(slot, me) else { return nil }
+        if _fastPath(
+            state.load(ordering: .sequentiallyConsistent) & (StateBit.biased | StateBit.closedToReaders) == StateBit.biased)
+        {
+            return slot
+        }
+        leaveSlot(slot)
+        return nil
+    }
+
+    /// Leaves a slot; wakes the revoker if it waits for this reader.
+    @inlinable @inline(__always)
+    func leaveSlot(_ slot: UnsafeMutablePointer<UInt64>) {
+        if _slowPath(qkshim_slot_release(slot) & Self.revokingMark != 0) { wakeRevoker() }
+    }
+
+    /// The revoker waits for exactly one reader at a time and for this wake-up, after which the
+    /// reader touches nothing of the queue (the revoker may free it).
+    @usableFromInline @inline(never)
+    func wakeRevoker() { Parker(word: revokeWord).unpark() }
+
+    /// A counted reader restores the bias when the inhibit window has passed and nobody waits or
+    /// has a write pending.
+    @inlinable @inline(__always)
+    func rebiasIfDue() {
+        if _slowPath(qkshim_now_coarse_ns() >= inhibitUntil.load(ordering: .relaxed)) { rebias() }
+    }
+
+    @usableFromInline @inline(never)
+    func rebias() {
+        _ = updateState(while: { $0 & (StateBit.biased | StateBit.writer | StateBit.flags | StateBit.asyncMask) == 0 }) {
+            $0 | StateBit.biased
+        }
+    }
+
+    // MARK: The revoker
+
+    /// Called by the holder of the exclusivity before it runs anything exclusive (or lets the
+    /// queue be freed): if the queue is read-biased, clears the bias and waits for the readers in
+    /// slots. False when that wait was refused (it would close a cycle of waiting threads; the
+    /// refusal's report is pending, the exclusivity still held): only when `refusable`.
+    /// `isPendingCall`: the revoker is a call that waits (not the worker): tests count it as a
+    /// pending write.
+    @inlinable @inline(__always)
+    func revokeBias(call: StaticString, refusable: Bool, isPendingCall: Bool = true) -> Bool {
+        // Nobody sets the bias while the exclusivity is held, and only its holder clears it.
+        if _fastPath(state.load(ordering: .relaxed) & StateBit.biased == 0) { return true }
+        return revokeBiasSlow(call: call, refusable: refusable, isPendingCall: isPendingCall)
+    }
+
+    /// A refused revocation: the exclusivity goes back, the refusal is reported. Readers are
+    /// still in slots (the one waited for, and those not looked at yet), so the bias is set again
+    /// before the exclusivity goes (no reader enters through a slot while it is held): "no bias"
+    /// must keep meaning "no reader in a slot", and the next holder revokes again.
+    @usableFromInline @inline(never)
+    func giveUpRefusedRevocation() {
+        state.bitwiseOr(StateBit.biased, ordering: .sequentiallyConsistent)
+        releaseWrite()
+        ThreadRecord.current.deliverPendingRefusal()
+    }
+
+    @usableFromInline @inline(never)
+    func revokeBiasSlow(call: StaticString, refusable: Bool, isPendingCall: Bool) -> Bool {
+        let start = MonotonicClock.now()
+        if isPendingCall { revokingForWrite.store(true, ordering: .releasing) }
+        defer { if isPendingCall { revokingForWrite.store(false, ordering: .releasing) } }
+        state.bitwiseAnd(~StateBit.biased, ordering: .sequentiallyConsistent)
+        var drained = true
+        for index in 0..<Int(slotMask &+ 1) {
+            let slot = slots + index &* Self.slotStride
+            if qkshim_atomic_load64(slot) != 0 && !awaitReader(in: slot, call: call, refusable: refusable) {
+                drained = false
+                break
+            }
+        }
+        let cost = MonotonicClock.now() &- start
+        inhibitUntil.store(
+            qkshim_now_coarse_ns() &+ Self.coarseTick &+ max(Self.inhibitMinimum, cost &* Self.inhibitFactor),
+            ordering: .relaxed)
+        revocations.add(1, ordering: .relaxed)
+        return drained
+    }
+
+    /// Waits until the reader in `slot` has left: spinning first (reads are usually short), then
+    /// marking the slot and parking on the revoke word, a published wait the deadlock detector
+    /// follows to the reader.
+    func awaitReader(in slot: UnsafeMutablePointer<UInt64>, call: StaticString, refusable: Bool) -> Bool {
+        if Parker.spin(pureSpin: true, { qkshim_atomic_load64(slot) == 0 }) { return true }
+        var reader = qkshim_atomic_load64(slot)
+        qkshim_atomic_store32(revokeWord, Parker.idle)
+        while true {
+            if reader == 0 { return true }
+            if qkshim_slot_replace(slot, &reader, reader | Self.revokingMark) { break }
+        }
+        let parker = Parker(word: revokeWord)
+        revoking.store(true, ordering: .sequentiallyConsistent)
+        defer { revoking.store(false, ordering: .sequentiallyConsistent) }
+        while true {
+            switch wait(parker, for: call, isWorker: !refusable, until: MonotonicClock.forever) {
+            case .woken:
+                return true
+            case .timedOut:
+                continue
+            case .refused:
+                // Take the mark back, unless the reader is leaving (its wake-up is on its way).
+                var marked = reader | Self.revokingMark
+                if qkshim_slot_replace(slot, &marked, reader) { return false }
+                ThreadRecord.current.dropPendingRefusal()
+                _ = parker.park()
+                return true
+            }
+        }
+    }
+
+    /// For the deadlock detector: whether `word` is the revoke word of a revoker that waits.
+    func isRevoking(parkerWord word: UnsafeRawPointer) -> Bool {
+        UnsafeRawPointer(revokeWord) == word && revoking.load(ordering: .sequentiallyConsistent)
+    }
+
+    /// The thread numbers of the readers in slots now.
+    func visibleReaders() -> [UInt64] {
+        var readers: [UInt64] = []
+        for index in 0..<Int(slotMask &+ 1) {
+            let reader = qkshim_atomic_load64(slots + index &* Self.slotStride) & ~Self.revokingMark
+            if reader != 0 { readers.append(reader) }
+        }
+        return readers
+    }
+
+    /// In a forked child (from `adoptFork`): the readers in slots are gone but for the calling
+    /// thread's own read, if it was in its slot. True when it was.
+    func forgetVisibleReaders() -> Bool {
+        let me = qkshim_thread_id()
+        var mine = false
+        for index in 0..<Int(slotMask &+ 1) {
+            let slot = slots + index &* Self.slotStride
+            if qkshim_atomic_load64(slot) & ~Self.revokingMark == me && ExecutionContext.hold(of: queue) == .shared {
+                qkshim_atomic_store64(slot, me)
+                mine = true
+            } else {
+                qkshim_atomic_store64(slot, 0)
+            }
+        }
+        qkshim_atomic_store32(revokeWord, Parker.idle)
+        revoking.store(false, ordering: .relaxed)
+        return mine
+    }
+}

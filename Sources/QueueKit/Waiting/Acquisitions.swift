@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import QueueKitShim
+
+/// The one seam through which every acquisition and every release of a QueueKit primitive
+/// passes, the uncontended ones included: a condition lock taken or released, a DB queue's read
+/// or write access taken or given back, a block of a queue started or finished (with the queues
+/// it targets). What each acquisition means to the rest of the process hangs here, once:
+/// ThreadSanitizer's lock annotations and the thread's count of held condition locks (what the
+/// thread-exit hook abandons) today; a lock-order witness can add its edges here.
+///
+/// Called by the thread that acquires or releases, after the real acquisition and before the
+/// real release, outside every internal lock. Nested entries that acquire nothing (a read inside
+/// a read, a `sync` that runs inline) do not pass through here. Inlined: with the sanitizer
+/// absent each call is a load and a branch per primitive kind (the kind is a constant at every
+/// call site, so the switch folds away).
+@usableFromInline
+enum Acquisitions {
+    /// What was acquired.
+    @usableFromInline
+    enum Kind {
+        /// A condition lock (always exclusive).
+        case conditionLock
+        /// A DB queue: a write (exclusive) or a read.
+        case dbQueue
+        /// A block of a queue: exclusive for a serial queue's block or a barrier, shared for a
+        /// concurrent queue's other blocks; it holds the queues the queue targets too.
+        case queue
+    }
+
+    /// The calling thread now holds `object`.
+    @inlinable @inline(__always)
+    static func acquired(_ object: AnyObject, _ kind: Kind, exclusive: Bool) {
+        switch kind {
+        case .conditionLock:
+            ThreadSanitizer.conditionLockAcquired(object)
+            qkshim_condlock_acquired()
+        case .dbQueue:
+            ThreadSanitizer.locked(object, shared: !exclusive)
+        case .queue:
+            if ThreadSanitizer.isPresent {
+                ThreadSanitizer.lockChain(unsafeDowncast(object, to: Queue.self), exclusive: exclusive)
+            }
+        }
+    }
+
+    /// The calling thread is about to release `object`, acquired as `acquired` said.
+    @inlinable @inline(__always)
+    static func releasing(_ object: AnyObject, _ kind: Kind, exclusive: Bool) {
+        switch kind {
+        case .conditionLock:
+            ThreadSanitizer.conditionLockReleasing(object)
+            qkshim_condlocks_held_decrement()
+        case .dbQueue:
+            ThreadSanitizer.unlocking(object, shared: !exclusive)
+        case .queue:
+            if ThreadSanitizer.isPresent {
+                ThreadSanitizer.unlockChain(unsafeDowncast(object, to: Queue.self), exclusive: exclusive)
+            }
+        }
+    }
+
+    /// A condition lock released on behalf of its holder, whose thread is exiting holding it
+    /// (the lock is abandoned; the thread's count of held locks dies with it).
+    @inline(__always)
+    static func abandoning(_ lock: AnyObject) {
+        ThreadSanitizer.conditionLockReleasing(lock)
+    }
+}
