@@ -614,8 +614,9 @@ QK_EXPORT int qk_condlock_trylock_if(qk_condlock_t *lock, qk_condition_test_t te
 QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t test,
                                         void *context, uint64_t deadline_ns);
 
-/** For the holder: pthread_cond_wait without the loop and without the herd. Returns 0 at once
- *  when `test(condition, context)` already holds. Otherwise it queues itself, then releases the
+/** Releases the held lock, waits until a test of the condition holds, and returns holding it:
+ *  pthread_cond_wait without the loop and without the herd. Returns 0 at once when
+ *  `test(condition, context)` already holds. Otherwise it queues itself, then releases the
  *  lock as qk_condlock_unlock does (handing it to the first waiter the condition satisfies), so
  *  no release that leaves a satisfying condition can be missed; it is woken only by a release
  *  whose condition its test accepts, and returns 0 holding the lock with the test true.
@@ -729,6 +730,96 @@ QK_EXPORT size_t qk_copy_wait_report(char *buffer, size_t size);
  *  error of starting the watch thread (EAGAIN). Thread-safe. */
 QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t handler,
                                    void *context);
+
+/* ---------------------------------------------------------------------------------------------
+ * Lock-order witness: deadlocks before they happen
+ *
+ * The calls above refuse a ring of threads waiting now. Most deadlocks ship because the two
+ * orders that make one ran at different times in testing: thread A takes the DB queue and then
+ * the cache lock on one code path, thread B takes the cache lock and then reads the DB queue on
+ * another, and the program hangs the first time they meet. The witness remembers in which order
+ * threads take condition locks, queues and DB queues, and reports a potential deadlock the first
+ * time an order closes a cycle, whether or not anything ever waited.
+ *
+ * Holding: a thread holds a condition lock it owns (also one a try form took); a serial queue
+ * whose block it runs and the serial queues that queue targets; a concurrent queue whose barrier
+ * (exclusive) or other block (shared) it runs; a DB queue it writes (exclusive; also running a
+ * write_async) or reads (shared). The main thread before qk_main() holds the main queue. Global
+ * queues are never held.
+ *
+ * Edges: a call that may wait for Y records, on the way in, an edge X -> Y from every object X
+ * its thread holds: qk_condlock_lock, lock_until, lock_when, lock_when_until, lock_if,
+ * lock_if_until, set, and await / await_until (which wait to take their lock back); qk_queue_sync,
+ * barrier_sync and perform when not inline (a sync onto a serial queue also asks for the serial
+ * queues it targets; onto a concurrent queue it asks shared); qk_dbqueue_read (shared), write and
+ * flush (exclusive). Not edges: the try forms, timed calls whose deadline has passed, calls that
+ * run inline because the thread already holds Y, calls refused for what the calling thread itself
+ * holds, async submissions, qk_dbqueue_destroy. The edges of lock_when and lock_if go to the
+ * lock only (who will set the value is unknown). Timed waits are edges, marked "(timed)": a cycle through one ends in ETIMEDOUT under load
+ * where the program expected the lock.
+ *
+ * Cycles: X1 -> X2 -> ... -> Xn -> X1 is a potential deadlock when at every Xi the edge into it
+ * and the edge out of it conflict: they do unless both are shared, and two shared sides conflict
+ * once a writer can get between them (reads of a DB queue that has been written, by write or
+ * write_async; shared blocks of a concurrent queue that has had a barrier). A cycle held back only
+ * by such a meeting of two readers is remembered, and reported by that DB queue's first write (that
+ * queue's first barrier), on the writing thread, before the write runs.
+ *
+ * Reports: an edge is recorded the first time it is seen (per modes, timed or not) and never
+ * again; a new edge that closes a cycle is reported at once, with the shortest cycle (at most one
+ * report per call), so each cycle is reported once:
+ *
+ *   QueueKit: lock-order inversion (potential deadlock): qk_dbqueue_read(DB queue "app.db") closes a cycle of 2
+ *     DB queue "app.db" (write) -> condition lock "cache": qk_condlock_lock, first by thread 4 "saver" at save+0x3c (/usr/bin/app)
+ *     condition lock "cache" -> DB queue "app.db" (read): qk_dbqueue_read, first by thread 6 "ui" at refresh+0x51 (/usr/bin/app)  <- new
+ *
+ * One line per edge: both objects (kind, label or name; the mode of DB queues, read or write, and
+ * of concurrent queues, shared or barrier), the call that took it ("(timed)" if so), the thread
+ * that took it first (number and pthread name) and the call site that dladdr finds for the
+ * caller's return address (symbol+offset and object; the address when it finds no symbol, as for
+ * static functions of a program linked without -rdynamic). The witness only watches: every call
+ * returns exactly what it returns without it. In report mode the call then goes on; in abort mode
+ * the process calls abort() (SIGABRT) once the report has been delivered.
+ *
+ * Destroyed objects (qk_condlock_destroy, qk_dbqueue_destroy, the last release of a queue once
+ * its blocks ran) are forgotten with their edges: a new object, also one at the same address, has
+ * no history. In a forked child the graph starts empty and other threads' holdings are gone; the
+ * forking thread keeps what it holds; mode and handler carry over.
+ *
+ * Cost: off, a relaxed load and a branch per acquisition and release. On, each thread keeps what
+ * it holds (64 objects; deeper nesting is not witnessed, one line on stderr) and the edges it has
+ * seen; the global graph (one lock) and its cycle search (incremental: it keeps a topological
+ * order and searches only the region a new edge disturbs) are touched only on an edge's first
+ * sighting, an object's first write or barrier, and destroying an object with edges. At most
+ * 65,536 edges: one more prints one line on stderr and turns the witness off. */
+
+/** The witness's modes. */
+typedef enum {
+    QK_LOCK_ORDER_OFF = 0,    /**< witnessing nothing (the default) */
+    QK_LOCK_ORDER_REPORT = 1, /**< each potential deadlock reported once; the call goes on */
+    QK_LOCK_ORDER_ABORT = 2   /**< reported, then abort() (SIGABRT) on the reporting thread */
+} qk_lock_order_mode_t;
+
+/** Sets the lock-order witness's mode (a qk_lock_order_mode_t value), at any time. The
+ *  environment variable QUEUEKIT_LOCK_ORDER=off|report|abort sets it when the library is loaded
+ *  (any other value is ignored with one line on stderr naming the variable); in CI, run the test
+ *  suite with QUEUEKIT_LOCK_ORDER=abort. The witness knows only what it saw while on: off -> on
+ *  starts an empty graph (objects held at that moment are not witnessed), -> off drops it,
+ *  report <-> abort keeps it. Returns 0, or EINVAL (nothing changed) for any other value.
+ *  Thread-safe. */
+QK_EXPORT int qk_set_lock_order_mode(int mode);
+
+/** The witness's mode now, a QK_LOCK_ORDER_* value (QK_LOCK_ORDER_OFF also after the edge limit
+ *  turned it off). Thread-safe. */
+QK_EXPORT int qk_lock_order_mode(void);
+
+/** Sets the function called with each lock-order report, on the thread whose call closed the
+ *  cycle, before that call goes on, with no QueueKit lock held (the thread still holds its own
+ *  objects). The handler may call QueueKit: its calls are not witnessed, and one that would wait
+ *  returns EDEADLK at once (a free condition lock is taken; a held one, a queue sync and a DB
+ *  queue call are refused). NULL restores the default, which writes the report to stderr in one
+ *  write. Returns 0. Thread-safe; applies to the next report. */
+QK_EXPORT int qk_set_lock_order_handler(qk_report_function_t handler, void *context);
 
 #ifdef __cplusplus
 } /* extern "C" */

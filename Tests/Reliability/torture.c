@@ -55,6 +55,12 @@
  * (DB_WAITS_DETECTED 0), the unordered phase uses DB queues only through write_async and flush,
  * which never wait for another thread's block.
  *
+ * The lock-order witness (QUEUEKIT_LOCK_ORDER=report; ctest runs it so as reliability.torture.
+ * lock-order): the ordered phase's untimed orders follow the resource order, so every cycle the
+ * witness reports there must run through a timed edge (lock_until with a short deadline goes
+ * anywhere, a reverse order on purpose); a report of untimed edges alone fails the run. The
+ * unordered phase takes every order, so it must report (with 1,000 trees or more).
+ *
  * Condition locks are owned by threads, not call chains. A sync hop normally runs its block on
  * the calling thread; if the library ever ran it elsewhere, a reentrant lock call there would be
  * by another thread (and would really wait), so such calls are skipped and counted as "hops".
@@ -492,6 +498,38 @@ static void count_report(void *context, const char *report) {
 }
 static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The lock-order handler: count the reports, and those with no timed edge (the untimed orders of
+ * the ordered phase never close a cycle); show the first of each phase. */
+static atomic_ulong order_reports, untimed_order_reports;
+static void count_order_report(void *context, const char *report) {
+    (void)context;
+    bool untimed = strstr(report, "(timed)") == NULL;
+    if (untimed) atomic_fetch_add(&untimed_order_reports, 1);
+    if (atomic_fetch_add(&order_reports, 1) == 0 || (untimed && !unordered_phase))
+        printf("torture: lock-order report%s:\n%s", untimed ? " (untimed edges only)" : "", report);
+}
+
+/* Checks the witness's reports of the phase just run (when it is on): false on a violation. */
+static bool check_order_reports(const char *phase, unsigned long long trees) {
+    if (qk_lock_order_mode() == QK_LOCK_ORDER_OFF) return true;
+    unsigned long long all = atomic_exchange(&order_reports, 0),
+                       untimed = atomic_exchange(&untimed_order_reports, 0);
+    printf("torture (%s): %llu lock-order reports, %llu of untimed edges only\n", phase, all,
+           untimed);
+    fflush(stdout);
+    if (!unordered_phase && untimed > 0) {
+        fprintf(stderr, "torture: FAILED: the witness reported a cycle of the ordered phase's "
+                        "untimed orders\n");
+        return false;
+    }
+    if (unordered_phase && all == 0 && trees >= 1000) {
+        fprintf(stderr, "torture: FAILED: the witness reported nothing in %llu unordered trees\n",
+                trees);
+        return false;
+    }
+    return true;
+}
+
 struct visit {
     struct tree *tree;
     int index;
@@ -847,6 +885,7 @@ int main(int argc, char **argv) {
         unordered_trees = 100;
     create_resources();
     qk_set_deadlock_handler(count_report, NULL);
+    qk_set_lock_order_handler(count_order_report, NULL);
 
     pthread_t dog;
     pthread_create(&dog, NULL, watchdog, NULL);
@@ -869,6 +908,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         run_phase();
         report("ordered", start);
+        if (!check_order_reports("ordered", (unsigned long long)totals.trees)) return 1;
         if (unordered_trees > 0) {
             /* The second phase: new seeds (the thread numbers continue), no resource order. */
             unordered_phase = true;
@@ -882,6 +922,7 @@ int main(int argc, char **argv) {
             start = qk_now_ns();
             run_phase();
             report("unordered", start);
+            if (!check_order_reports("unordered", (unsigned long long)totals.trees)) return 1;
             if (totals.cycles == 0 && totals.trees >= 1000) {
                 fprintf(
                     stderr,

@@ -8,7 +8,7 @@ import QueueKitBenchKernels
 /// Every row of the benchmark, in the order of the table.
 enum Catalog {
     static func rows() -> [Row] {
-        conditionLock() + dbQueue() + queue() + identity() + concurrency() + deadlocks() + startup() + cxx()
+        conditionLock() + dbQueue() + queue() + identity() + concurrency() + deadlocks() + lockOrder() + startup() + cxx()
     }
 
     // MARK: Linking
@@ -32,16 +32,36 @@ enum Catalog {
         ]
     }
 
+    // MARK: Lock-order witness
+
+    static let witnessed = "uncontended lock+unlock, one other lock held"
+
+    static func lockOrder() -> [Row] {
+        let group = "lock-order witness"
+        return [
+            Row(
+                group: group, workload: witnessed, impl: "QueueKit, witness on (report)", isQueueKit: true,
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(1 /* QK_LOCK_ORDER_REPORT */, $0) }),
+            Row(
+                group: group, workload: witnessed, impl: "QueueKit, witness off", isQueueKit: false,
+                unit: "op", operations: 4_000_000, run: { qkb_qk_lock_witnessed(0 /* QK_LOCK_ORDER_OFF */, $0) }),
+        ]
+    }
+
     // MARK: C++ layer
 
     /// <queuekit.hpp> next to the C call it wraps (same work) and the standard C++ anchor.
     static func cxx() -> [Row] {
         let group = "C++ layer"
         var rows: [Row] = []
-        func add(_ workload: String, _ impl: String, qk: Bool = false, _ operations: UInt64,
-                 _ run: @escaping (UInt64) -> qkb_sample_t) {
-            rows.append(Row(group: group, workload: workload, impl: impl, isQueueKit: qk, unit: "op",
-                            operations: operations, run: run))
+        func add(
+            _ workload: String, _ impl: String, qk: Bool = false, _ operations: UInt64,
+            _ run: @escaping (UInt64) -> qkb_sample_t
+        ) {
+            rows.append(
+                Row(
+                    group: group, workload: workload, impl: impl, isQueueKit: qk, unit: "op",
+                    operations: operations, run: run))
         }
         let sync = "C++ sync of empty work, idle serial queue"
         add(sync, "QueueKit qk::queue::sync([]{})", qk: true, 2_000_000) { qkb_cxx_queue_sync($0) }
@@ -123,6 +143,7 @@ enum Catalog {
         add(pingPong, "Foundation NSConditionLock", unit: "round", 5_000) { n in
             FoundationAnchors.with { qkb_pingpong($0, n) }
         }
+        add(pingPong, spinFloor, unit: "round", 40_000) { qkb_spin_pingpong($0) }
 
         for k in [4, 8, 32] {
             let chain = "chain of \(k) threads"
@@ -135,6 +156,19 @@ enum Catalog {
                 FoundationAnchors.with { qkb_chain($0, k32, n) }
             }
         }
+
+        let onATest = testChain
+        add(onATest, "QueueKit qk_condlock_lock_if", qk: true, unit: "hand-off", 20_000) { qkb_qk_test_chain(4, $0, false) }
+        add(onATest, "QueueKit qk_condlock_await", qk: true, unit: "hand-off", 20_000) { qkb_qk_test_chain(4, $0, true) }
+        add(onATest, "pthread_cond_wait loop, broadcast", unit: "hand-off", 8_000) { qkb_pt_test_chain(4, $0, true) }
+        add(onATest, "pthread_cond_wait loop, signal (a condvar per thread)", unit: "hand-off", 8_000) {
+            qkb_pt_test_chain(4, $0, false)
+        }
+
+        let semaphore = "counting semaphore, 2 posting + 2 waiting threads"
+        add(semaphore, "QueueKit lock_if(count > 0)", qk: true, unit: "item", 40_000) { qkb_qk_semaphore(2, $0) }
+        add(semaphore, "POSIX sem_t", unit: "item", 40_000) { qkb_sem_semaphore(2, $0) }
+        add(semaphore, "pthread mutex+condvar signal", unit: "item", 40_000) { qkb_pt_semaphore(2, $0) }
 
         let prodCons = "producer/consumer, 1-slot buffer, 2P+2C"
         add(prodCons, "QueueKit", qk: true, unit: "item", 40_000) { n in qk { qkb_prodcons($0, 2, n) } }
@@ -362,6 +396,11 @@ enum Catalog {
         return rows
     }
 
+    static let spinFloor = "two threads spinning on one flag (the floor)"
+    static let testChain = "hand-off on a test, 4 threads with different tests"
+    /// The anchor name of the ping-pong's 90th percentile against the floor's.
+    static let spinFloorP90 = "the floor, 90th percentile of both"
+
     static let bridge = "continuation bridge (withCheckedContinuation + DispatchQueue.async)"
     static let defaultExecutor = "the same actor on the default executor"
 
@@ -370,9 +409,15 @@ enum Catalog {
     static func target(workload: String, queueKit: String, anchor: String) -> Target? {
         switch (workload, queueKit, anchor) {
         case ("uncontended lock+unlock", _, "pthread_mutex"):
-            return Target(limit: 1.5, source: "condition lock goal")
+            return Target(limit: 1.2, source: "condition lock goal")
+        case (witnessed, _, "QueueKit, witness off"):
+            return Target(limit: 3, source: "witness cost bound")
         case ("ping-pong round (2 threads)", _, "pthread mutex+condvar broadcast"):
-            return Target(limit: 0.5, source: "condition lock goal")
+            return Target(limit: 0.25, source: "condition lock goal")
+        case ("ping-pong round (2 threads)", _, spinFloor):
+            return Target(limit: 2, source: "condition lock goal")
+        case ("ping-pong round (2 threads)", _, spinFloorP90):
+            return Target(limit: 4, source: "condition lock goal")
         case ("ping-pong round (2 threads)", _, "Foundation NSConditionLock"):
             return Target(limit: 0.25, source: "condition lock goal")
         case ("chain of 32 threads", _, "pthread mutex+condvar broadcast"):

@@ -58,6 +58,22 @@ enum Report {
                             target: Catalog.target(
                                 workload: workload, queueKit: qk.row.impl, anchor: Catalog.writersP99)))
                 }
+                if workload == "ping-pong round (2 threads)", let floor = anchor(Catalog.spinFloor, in: rows) {
+                    // The hand-off swings between spinning and parking from run to run: the 90th
+                    // percentile shows the slow case the median hides.
+                    ratios.append(
+                        Ratio(
+                            workload: workload, queueKit: qk.row.impl, anchor: Catalog.spinFloorP90,
+                            value: Result.quantile(qk.times, 0.9) / Result.quantile(floor.times, 0.9), kind: .ratio,
+                            target: Catalog.target(
+                                workload: workload, queueKit: qk.row.impl, anchor: Catalog.spinFloorP90)))
+                }
+                if workload == Catalog.testChain, let futile = qk.futilePerOp {
+                    ratios.append(
+                        Ratio(
+                            workload: workload, queueKit: qk.row.impl, anchor: "futile wake-ups per hand-off",
+                            value: futile, kind: .count, target: Target(limit: 0, source: "condition lock goal")))
+                }
                 if workload.hasPrefix("chain of"), let futile = qk.futilePerOp {
                     ratios.append(
                         Ratio(
@@ -70,6 +86,9 @@ enum Report {
         }
         return ratios
     }
+
+    /// The row of `impl` among `rows`, if any.
+    static func anchor(_ impl: String, in rows: [Result]) -> Result? { rows.first { $0.row.impl == impl } }
 
     /// The fastest of a mixed workload's pthread_rwlock and GCD rows.
     static func bestMixedAnchor(_ rows: [Result]) -> Result? {

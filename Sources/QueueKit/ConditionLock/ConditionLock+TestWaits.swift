@@ -116,6 +116,8 @@ extension ConditionLock {
     ) throws(QueueKitError) -> Bool {
         let me = qkshim_thread_id()
         guard owner.load(ordering: .relaxed) == me else { throw .notPermitted }
+        // It may wait to take the lock back: an edge from everything else the thread holds.
+        guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else { throw .wouldDeadlock }
         let step: AwaitStep = withoutActuallyEscaping(test) { test in
             let wanted = Wanted.test(Test(evaluate: test, identity: identity))
             acquireGuard()
@@ -139,6 +141,7 @@ extension ConditionLock {
                     append(node)
                     releaseGuard(.keep)
                     Acquisitions.releasing(self, .conditionLock, exclusive: true)
+                    LockOrder.released(self)
                     owner.store(0, ordering: .relaxed)
                     release(setting: nil, news: .clear)
                     return .waited(waitForHandOff(node, first: first, until: deadline, call: call))

@@ -139,9 +139,11 @@ extension ConditionLock {
 
 /// Whether the calling thread is running a test of a condition lock's condition, and of which.
 package enum ConditionTesting {
-    @inline(__always)
+    /// One thread-local load: every C call checks it.
+    @inlinable @inline(__always)
     package static var isRunning: Bool { qkshim_testing_lock() != nil }
 
     /// The lock under test, as its handle's address; `nil` outside a test.
+    @inlinable @inline(__always)
     package static var lockUnderTest: UnsafeRawPointer? { qkshim_testing_lock() }
 }

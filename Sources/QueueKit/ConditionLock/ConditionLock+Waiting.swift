@@ -9,14 +9,16 @@ import Synchronization
 extension ConditionLock {
     // MARK: Implementation
 
-    /// The uncontended acquisition: one compare-and-swap, then the holder's bookkeeping.
+    /// The uncontended acquisition: one compare-and-swap, then the holder's bookkeeping. `call`
+    /// names a call that may wait (its lock-order edges are recorded here); `nil` for the try
+    /// forms and the suspending ones.
     @inline(__always)
     @inlinable
-    func acquireIfIdle() -> Bool {
+    func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
         guard state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
             return false
         }
-        didAcquire(by: qkshim_thread_id(), waited: false)
+        didAcquire(by: qkshim_thread_id(), waited: false, recording: call, deadline: deadline)
         return true
     }
 
@@ -24,8 +26,11 @@ extension ConditionLock {
     /// and a store suffice).
     @inline(__always)
     @inlinable
-    func didAcquire(by thread: UInt64, waited: Bool) {
+    func didAcquire(
+        by thread: UInt64, waited: Bool, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever
+    ) {
         Acquisitions.acquired(self, .conditionLock, exclusive: true)
+        LockOrder.acquired(self, recording: call, deadline: deadline)
         owner.store(thread, ordering: .relaxed)
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
@@ -43,6 +48,11 @@ extension ConditionLock {
     func acquire(wanted: Wanted, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
         let me = qkshim_thread_id()
         if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
+        if !isTry {
+            guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else {
+                throw .wouldDeadlock
+            }
+        }
 
         // A plain lock takes any free lock: a free lock has no queued waiter it could overtake.
         if wanted.isAny && takeIfFree() {
@@ -171,6 +181,7 @@ extension ConditionLock {
     func relinquish() throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
         Acquisitions.releasing(self, .conditionLock, exclusive: true)
+        LockOrder.released(self)
         owner.store(0, ordering: .relaxed)
     }
 

@@ -162,6 +162,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     deinit {
+        LockOrder.forget(self)
         LiveConditionLocks.unregister(self)
     }
 
@@ -176,7 +177,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// ``lock()``, named `call` in reports.
     @inlinable @inline(__always)
     package func lock(call: StaticString) throws(QueueKitError) {
-        if _fastPath(acquireIfIdle()) { return }
+        if _fastPath(acquireIfIdle(recording: call)) { return }
         try acquire(wanted: .any, deadline: MonotonicClock.forever, isTry: false, call: call)
     }
 
@@ -207,7 +208,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// ``lock(before:)-(UInt64)``, named `call` in reports.
     @inline(__always)
     package func lock(before deadline: UInt64, call: StaticString) throws(QueueKitError) {
-        if _fastPath(acquireIfIdle()) { return }
+        if _fastPath(acquireIfIdle(recording: call, deadline: deadline)) { return }
         try acquire(wanted: .any, deadline: deadline, isTry: false, call: call)
     }
 
@@ -303,7 +304,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// ``set(_:)``, named `call` in reports.
     package func set(_ condition: Condition, call: StaticString) throws(QueueKitError) {
-        if !acquireIfIdle() {
+        if !acquireIfIdle(recording: call) {
             try acquire(wanted: .any, deadline: MonotonicClock.forever, isTry: false, call: call)
         }
         try relinquish()

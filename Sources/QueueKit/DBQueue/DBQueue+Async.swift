@@ -41,6 +41,7 @@ extension DBQueue {
     ///   queue; ``QueueKitError/notRecoverable`` in a forked child when a fork left the queue
     ///   unusable; what `body` throws.
     public func write<R>(isolation: isolated (any Actor)? = #isolation, _ body: () throws -> R) async throws -> R {
+        LockOrder.writing(queue, call: "write")
         try await enterSuspending(.write, call: "write", isolation: isolation)
         return try withEnteredWrite(body)
     }

@@ -165,6 +165,7 @@ public final class DBQueue: @unchecked Sendable {
     }
 
     deinit {
+        LockOrder.forget(queue)
         ThreadSanitizer.destroying(self)
         if brokenByFork.load(ordering: .relaxed) { return }
         let idle =
@@ -218,6 +219,7 @@ public final class DBQueue: @unchecked Sendable {
     package func flush(call: StaticString) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { try checkFork() }
         if ExecutionContext.hold(of: queue) != .none { throw .wouldDeadlock }
+        guard LockOrder.willWait(for: queue, .exclusive, call: call) else { throw .wouldDeadlock }
         defer { ThreadSanitizer.acquire(self) }
         let target = asyncTarget()
         if writesHaveRun(upTo: target, state: state.load(ordering: .acquiring)) { return }
@@ -291,6 +293,7 @@ public final class DBQueue: @unchecked Sendable {
             return Access(caller: frame, isInline: true, isExclusive: false)
         }
         let caller = frame ?? ExecutionContext.mainThreadFrame()
+        guard LockOrder.willWait(for: queue, .shared, call: call) else { throw .wouldDeadlock }
         if let slot = tryVisibleRead() { return Access(caller: caller, isInline: false, isExclusive: false, slot: slot) }
         guard acquire(.read, call: call) else { throw .wouldDeadlock }
         rebiasIfDue()
@@ -308,6 +311,8 @@ public final class DBQueue: @unchecked Sendable {
         case .exclusive: return Access(caller: caller, isInline: true, isExclusive: true)
         case .shared: throw .wouldDeadlock
         case .none:
+            LockOrder.writing(queue, call: call, thenWaits: true)
+            guard LockOrder.willWait(for: queue, .exclusive, call: call) else { throw .wouldDeadlock }
             guard acquire(.write, call: call) else { throw .wouldDeadlock }
             guard revokeBias(call: call, refusable: true) else {
                 giveUpRefusedRevocation()
@@ -364,6 +369,7 @@ public final class DBQueue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/notRecoverable`` in a forked child (nothing queued).
     package func writeAsync(_ work: CWork) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
+        LockOrder.writing(queue, call: "qk_dbqueue_write_async")
         let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
         let before = state.add(StateBit.oneAsync, ordering: .sequentiallyConsistent).oldValue
         writes.push(work)

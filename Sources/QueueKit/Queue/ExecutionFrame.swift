@@ -102,6 +102,11 @@ package enum ExecutionContext {
         defer { qkshim_frame_set(saved) }
         return try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
             qkshim_frame_set(UnsafeMutableRawPointer(pointer))
+            if _slowPath(LockOrder.isOn) {
+                return try LockOrder.holding(queue, exclusive: exclusive) { () throws(E) -> R in
+                    try ThreadSanitizer.userCode(body)
+                }
+            }
             return try ThreadSanitizer.userCode(body)
         }
     }

@@ -132,6 +132,7 @@ extension Queue {
         throws(QueueKitError)
     {
         _ = try checkRunnable()
+        if barrier && honoursBarriers && !isSerial { LockOrder.writing(self, call: "qk_queue_barrier_async") }
         // malloc itself: the allocator's per-thread cache, without the aligned-allocation detour.
         guard let memory = malloc(MemoryLayout<AsyncNode>.stride) else { throw .outOfMemory }
         let node = memory.bindMemory(to: AsyncNode.self, capacity: 1)

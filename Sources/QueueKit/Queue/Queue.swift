@@ -126,6 +126,7 @@ public final class Queue: @unchecked Sendable {
     }
 
     deinit {
+        LockOrder.forget(self)
         ThreadSanitizer.destroying(self)
         specifics.destroyAll()
     }
@@ -265,6 +266,7 @@ public final class Queue: @unchecked Sendable {
                 }
             }
         }
+        guard LockOrder.willSync(onto: self, barrier: barrier, call: call) else { throw .wouldDeadlock }
         let block = admit(barrier: barrier)
         // The record is the thread's own, alive as long as the thread: borrowed, not retained.
         let waiter = ThreadRecord.currentUnmanaged

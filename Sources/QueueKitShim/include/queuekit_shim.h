@@ -321,7 +321,6 @@ __attribute__((noreturn)) void qkshim_fatal(const char *message);
  * the call, the errno value and its text. */
 __attribute__((noreturn)) void qkshim_fatal_errno(const char *call, int error);
 
-
 /* ---- libdispatch's round trips without blocks (dispatch.c) ---------------------------------- */
 
 /* dispatch_sync_f, or dispatch_barrier_sync_f when `barrier`, of `work(context)` onto the dispatch

@@ -454,15 +454,21 @@ struct ConditionLockSwiftTestWaitTests {
     }
 
     @Test func asyncWithLockWhereSuspendsUntilTheTestHolds() async throws {
+        // The task runs on a pool of its own: other tests' blocking waits cannot delay it.
+        let pool = ThreadPool(threads: 1)
+        defer { #expect(pool.shutdown()) }
         let lock = ConditionLock(condition: 0)
-        let task = Task {
+        let task = Task(executorPreference: pool) {
             try await lock.withLock(where: { $0 >= 3 }) { 10 }
         }
         #expect(eventually { lock.queuedWaiters == 1 })
         try lock.set(2)
-        #expect(lock.queuedWaiters == 1)
+        // The pool's thread is free: a task woken by 2 could run; it must still be waiting.
+        let probe = try await withWatchdog { await Task(executorPreference: pool) { lock.queuedWaiters }.value }
+        #expect(probe == 1)
         try lock.set(3)
-        try await task.value
+        let finished = try await withWatchdog { try await task.value }
+        #expect(finished != nil)
         #expect(lock.condition == 10)
     }
 }

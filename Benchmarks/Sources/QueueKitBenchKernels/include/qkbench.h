@@ -62,6 +62,8 @@ void qkb_pt_condlock_free(qkb_condlock_ops_t ops);
 /** Uncontended lock+unlock, direct calls (no ops indirection). */
 qkb_sample_t qkb_mutex_uncontended(uint64_t iterations);
 qkb_sample_t qkb_qk_lock_uncontended(uint64_t iterations);
+/* The same, holding one other lock, with the lock-order witness in `mode` (QK_LOCK_ORDER_*). */
+qkb_sample_t qkb_qk_lock_witnessed(int mode, uint64_t iterations);
 qkb_sample_t qkb_qk_lock_when_uncontended(uint64_t iterations);
 qkb_sample_t qkb_pt_lock_when_uncontended(uint64_t iterations);
 /** Uncontended lock_when(0) + unlock_with(0) through ops (Foundation). */
@@ -75,6 +77,27 @@ qkb_sample_t qkb_chain(qkb_condlock_ops_t ops, int k, uint64_t handoffs);
 /** A one-slot buffer (condition 0 empty, 1 full), `pairs` producers and `pairs` consumers; per
  *  item. Condition 0 first. */
 qkb_sample_t qkb_prodcons(qkb_condlock_ops_t ops, int pairs, uint64_t items);
+
+/* ---- Waits on a test of the condition (condition_tests.c) ---------------------------------- */
+
+/** k threads, thread i waits until condition % k == i, then adds one: per hand-off. QueueKit
+ *  with qk_condlock_lock_if + unlock_with (`use_await` false) or lock + qk_condlock_await +
+ *  unlock_with (true); counts its wake-ups and futile wake-ups. */
+qkb_sample_t qkb_qk_test_chain(int k, uint64_t handoffs, bool use_await);
+/** The same with a pthread mutex and the `while (!mine) pthread_cond_wait` loop: one condition
+ *  variable and pthread_cond_broadcast (`broadcast`), or one condition variable per thread and
+ *  pthread_cond_signal of the next thread's. Counts the loop's wake-ups and futile ones. */
+qkb_sample_t qkb_pt_test_chain(int k, uint64_t handoffs, bool broadcast);
+/** A counting semaphore, `pairs` posting and `pairs` waiting threads; per item. QueueKit: wait
+ *  is lock_if(count > 0) + unlock_with(count - 1), post lock + unlock_with(count + 1). */
+qkb_sample_t qkb_qk_semaphore(int pairs, uint64_t items);
+/** The same on POSIX sem_t. */
+qkb_sample_t qkb_sem_semaphore(int pairs, uint64_t items);
+/** The same on a pthread mutex + condition variable (signal). */
+qkb_sample_t qkb_pt_semaphore(int pairs, uint64_t items);
+/** The floor of a hand-off between two threads: they alternate one atomic flag, spinning; per
+ *  round (two hand-offs). */
+qkb_sample_t qkb_spin_pingpong(uint64_t rounds);
 
 /* ---- DB queue ------------------------------------------------------------------------------ */
 
