@@ -13,7 +13,7 @@ import QueueKit
 
 @_cdecl("qk_dbqueue_create") @implementation
 public func qk_dbqueue_create(_ label: UnsafePointer<CChar>?) -> OpaquePointer? {
-    Handle.created { () throws(QueueKitError) in try DBQueue(label: label.map { String(cString: $0) }) }
+    Handle.created { () throws(QueueKitError) in try DBQueue(label: label.map { String(cString: $0) }, bytes: label) }
 }
 
 @_cdecl("qk_dbqueue_destroy") @implementation
