@@ -239,6 +239,18 @@ static void fork_after_flush(void) {
     CHECK_EQ(failed, 0);
 }
 
+/* ---- labels are bytes ------------------------------------------------------------------------ */
+
+static void labels_keep_their_bytes(void) {
+    static const char bytes[] = "caf\xe9-\xff\xfe";
+    qk_queue_t *queue = qk_queue_create(bytes, QK_QUEUE_SERIAL);
+    CHECK_EQ(strcmp(qk_queue_label(queue), bytes), 0);
+    qk_queue_release(queue);
+    qk_dbqueue_t *db = qk_dbqueue_create(bytes);
+    CHECK_EQ(strcmp(qk_queue_label(qk_dbqueue_queue(db)), bytes), 0);
+    CHECK_EQ(qk_dbqueue_destroy(db), 0);
+}
+
 int main(int argc, char **argv) {
     /* --idle-db-fork runs only the idle-DB-queue fork case: the child still refuses a queue
      * whose worker was finishing at the fork (a few children in 200), a defect not yet fixed. */
@@ -253,6 +265,7 @@ int main(int argc, char **argv) {
     release_inside_own_sync();
     fork_while_setting_specifics();
     fork_while_growing_the_write_pool();
+    labels_keep_their_bytes();
     printf("edges: %d checks, %d failures\n", atomic_load(&checks), atomic_load(&failures));
     return atomic_load(&failures) == 0 ? 0 : 1;
 }
