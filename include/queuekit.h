@@ -113,7 +113,7 @@ extern "C" {
 /** Major version of this header: incompatible API changes. */
 #define QK_VERSION_MAJOR 0
 /** Minor version of this header: compatible additions. */
-#define QK_VERSION_MINOR 1
+#define QK_VERSION_MINOR 2
 /** Patch version of this header: fixes. */
 #define QK_VERSION_PATCH 0
 /** The version as one number: major*10000 + minor*100 + patch. */

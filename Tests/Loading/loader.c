@@ -49,17 +49,38 @@ static void wait_for(sem_t *semaphore, const char *what) {
 }
 
 /* The functions used, resolved from the handle of each round. */
-#define QK_FUNCTIONS(X)                                                                            \
-    X(qk_version_number)                                                                           \
-    X(qk_strerror) X(qk_now_ns) X(qk_queue_create) X(qk_queue_release) X(qk_queue_async)           \
-        X(qk_queue_sync) X(qk_queue_barrier_async) X(qk_queue_barrier_sync) X(qk_queue_is_current) \
-            X(qk_queue_set_specific) X(qk_get_specific) X(qk_queue_global) X(qk_dbqueue_create)    \
-                X(qk_dbqueue_destroy) X(qk_dbqueue_read) X(qk_dbqueue_write)                       \
-                    X(qk_dbqueue_write_async) X(qk_dbqueue_flush) X(qk_condlock_create)            \
-                        X(qk_condlock_destroy) X(qk_condlock_lock_when) X(qk_condlock_unlock_with) \
-                            X(qk_condlock_trylock) X(qk_condlock_unlock) X(qk_condlock_get_stats)  \
-                                X(qk_copy_wait_report) X(qk_set_deadlock_handler)                  \
-                                    X(qk_set_stall_handler)
+/* clang-format off */
+#define QK_FUNCTIONS(X) \
+    X(qk_version_number) \
+    X(qk_strerror) \
+    X(qk_now_ns) \
+    X(qk_queue_create) \
+    X(qk_queue_release) \
+    X(qk_queue_async) \
+    X(qk_queue_sync) \
+    X(qk_queue_barrier_async) \
+    X(qk_queue_barrier_sync) \
+    X(qk_queue_is_current) \
+    X(qk_queue_set_specific) \
+    X(qk_get_specific) \
+    X(qk_queue_global) \
+    X(qk_dbqueue_create) \
+    X(qk_dbqueue_destroy) \
+    X(qk_dbqueue_read) \
+    X(qk_dbqueue_write) \
+    X(qk_dbqueue_write_async) \
+    X(qk_dbqueue_flush) \
+    X(qk_condlock_create) \
+    X(qk_condlock_destroy) \
+    X(qk_condlock_lock_when) \
+    X(qk_condlock_unlock_with) \
+    X(qk_condlock_trylock) \
+    X(qk_condlock_unlock) \
+    X(qk_condlock_get_stats) \
+    X(qk_copy_wait_report) \
+    X(qk_set_deadlock_handler) \
+    X(qk_set_stall_handler)
+/* clang-format on */
 
 static struct {
 #define FIELD(name) __typeof__(&name) name;

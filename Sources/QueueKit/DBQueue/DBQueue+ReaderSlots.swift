@@ -73,7 +73,8 @@ extension DBQueue {
         let slot = slots + Int(truncatingIfNeeded: me & slotMask) &* Self.slotStride
         guard qkshim_slot_claim(slot, me) else { return nil }
         if _fastPath(
-            state.load(ordering: .sequentiallyConsistent) & (StateBit.biased | StateBit.closedToReaders) == StateBit.biased)
+            state.load(ordering: .sequentiallyConsistent) & (StateBit.biased | StateBit.closedToReaders)
+                == StateBit.biased)
         {
             return slot
         }
@@ -101,7 +102,8 @@ extension DBQueue {
 
     @usableFromInline @inline(never)
     func rebias() {
-        _ = updateState(while: { $0 & (StateBit.biased | StateBit.writer | StateBit.flags | StateBit.asyncMask) == 0 }) {
+        _ = updateState(while: { $0 & (StateBit.biased | StateBit.writer | StateBit.flags | StateBit.asyncMask) == 0 })
+        {
             $0 | StateBit.biased
         }
     }

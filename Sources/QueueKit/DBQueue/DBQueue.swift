@@ -300,7 +300,9 @@ public final class DBQueue: @unchecked Sendable {
         }
         let caller = frame ?? ExecutionContext.mainThreadFrame()
         guard LockOrder.willWait(for: queue, .shared, call: call) else { throw .wouldDeadlock }
-        if let slot = tryVisibleRead() { return Access(caller: caller, isInline: false, isExclusive: false, slot: slot) }
+        if let slot = tryVisibleRead() {
+            return Access(caller: caller, isInline: false, isExclusive: false, slot: slot)
+        }
         guard acquire(.read, call: call) else { throw .wouldDeadlock }
         rebiasIfDue()
         return Access(caller: caller, isInline: false, isExclusive: false)

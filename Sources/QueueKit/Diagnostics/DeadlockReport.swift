@@ -125,7 +125,8 @@ enum DeadlockReport {
             var named = holders.map { names[$0.number] ?? $0.displayName }
             // Readers in a DB queue's slots are named by their thread numbers, waiting or not.
             if wait.kind == .dbQueue, let db = wait.db {
-                for reader in db.visibleReaders() where reader != record.number && !holders.contains(where: { $0.number == reader }) {
+                for reader in db.visibleReaders()
+                where reader != record.number && !holders.contains(where: { $0.number == reader }) {
                     named.append("\(names[reader] ?? describeThread(reader)) (reading)")
                 }
             }

@@ -225,7 +225,8 @@ static inline void qkshim_atomic_store64(uint64_t *word, uint64_t value) {
 /* Claims an empty slot for `value`: true when it was empty. */
 static inline bool qkshim_slot_claim(uint64_t *slot, uint64_t value) {
     uint64_t empty = 0;
-    return __atomic_compare_exchange_n(slot, &empty, value, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+    return __atomic_compare_exchange_n(slot, &empty, value, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_RELAXED);
 }
 /* Empties a slot (release), returning what it held. */
 static inline uint64_t qkshim_slot_release(uint64_t *slot) {
@@ -233,7 +234,8 @@ static inline uint64_t qkshim_slot_release(uint64_t *slot) {
 }
 /* Replaces *expected with desired if the slot holds *expected; otherwise loads it into *expected. */
 static inline bool qkshim_slot_replace(uint64_t *slot, uint64_t *expected, uint64_t desired) {
-    return __atomic_compare_exchange_n(slot, expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE);
+    return __atomic_compare_exchange_n(slot, expected, desired, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_ACQUIRE);
 }
 
 /* A CPU hint for spin loops. */

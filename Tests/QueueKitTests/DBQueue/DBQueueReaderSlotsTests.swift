@@ -103,7 +103,8 @@ struct DBQueueReaderSlotsTests {
         let late = spawn {
             do {
                 try db.read {
-                    sawWrite.value = written.load(ordering: .sequentiallyConsistent)
+                    sawWrite.value =
+                        written.load(ordering: .sequentiallyConsistent)
                         && !writing.load(ordering: .sequentiallyConsistent)
                     inSlot.value = db.visibleReaders().contains(myNumber())
                 }
