@@ -53,7 +53,8 @@
  *       being written, or had writes pending, at the fork: there they return ENOTRECOVERABLE
  *       (destroy frees it), and the writes pending at the fork never run in the child;
  *     identity calls: qk_queue_current, is_current, copy_current_label, check, precondition,
- *       label, the specifics getters;
+ *       label, the specifics getters, and qk_queue_set_specific (a replaced value's destructor
+ *       runs on the calling thread there);
  *     the version, qk_strerror, qk_now_ns.
  *   What does not: every qk_queue_* submission (async, sync, barrier_async, barrier_sync,
  *   perform) and qk_dbqueue_write_async return ENOTRECOVERABLE at once and run nothing;
