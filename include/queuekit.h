@@ -53,7 +53,8 @@
  *       being written, or had writes pending, at the fork: there they return ENOTRECOVERABLE
  *       (destroy frees it), and the writes pending at the fork never run in the child;
  *     identity calls: qk_queue_current, is_current, copy_current_label, check, precondition,
- *       label, the specifics getters;
+ *       label, the specifics getters, and qk_queue_set_specific (a replaced value's destructor
+ *       runs on the calling thread there);
  *     the version, qk_strerror, qk_now_ns.
  *   What does not: every qk_queue_* submission (async, sync, barrier_async, barrier_sync,
  *   perform) and qk_dbqueue_write_async return ENOTRECOVERABLE at once and run nothing;
@@ -229,8 +230,9 @@ QK_EXPORT qk_queue_t *qk_queue_global(qk_qos_t qos);
 QK_EXPORT qk_queue_t *qk_queue_retain(qk_queue_t *queue);
 
 /** Drops a reference; the queue is freed when the last reference is gone and its submitted
- *  blocks have run (pending blocks keep it alive). NULL, wrong-type handles, the main and
- *  global queues are no-ops. */
+ *  blocks have run (pending blocks keep it alive, and a block running in a qk_queue_sync,
+ *  barrier_sync or perform may release the last reference itself). NULL, wrong-type handles,
+ *  the main and global queues are no-ops. */
 QK_EXPORT void qk_queue_release(qk_queue_t *queue);
 
 /** The queue's label; never NULL ("" when anonymous, "" for a NULL or wrong-type handle).
@@ -417,7 +419,9 @@ QK_EXPORT int qk_dbqueue_write(qk_dbqueue_t *db, void *context, qk_function_t wo
  *  Allowed anywhere; inside a block of this queue it runs after that block. Every call that begins
  *  after this one returned comes after the write (see qk_dbqueue_t for where the work runs).
  *  EINVAL as qk_dbqueue_write. ENOTRECOVERABLE (nothing queued) in a forked child: the thread
- *  that would run it is gone. */
+ *  that would run it is gone. The call holds a reference to `db` of its own until it returns: a
+ *  thread that flushes the write (running it at once) and then destroys the queue while this call
+ *  is still returning frees the queue only after the call has left it. */
 QK_EXPORT int qk_dbqueue_write_async(qk_dbqueue_t *db, void *context, qk_function_t work);
 
 /** Waits until every write submitted before the call has run (running them itself when its
@@ -642,10 +646,15 @@ QK_EXPORT int qk_condlock_await_until(qk_condlock_t *lock, qk_condition_test_t t
  *
  *   the waiting call                                   waits for           held by
  *   qk_queue_sync / perform (not inline) /             the queue and every the thread running a block
- *     barrier_sync on a serial queue                   serial queue it     of it (or of a queue
- *                                                      targets             targeting it), here or
- *                                                                          further out (a block
- *                                                                          waiting in a sync)
+ *     barrier_sync on a serial queue                   queue it targets:   of it (or of a queue
+ *                                                      a serial target;    targeting it), here or
+ *                                                      a concurrent one    further out (a block
+ *                                                      where a barrier     waiting in a sync); on a
+ *                                                      runs or is pending  concurrent target, the
+ *                                                                          thread running its barrier
+ *                                                                          (before it starts, every
+ *                                                                          thread running a block of
+ *                                                                          that target)
  *   qk_queue_barrier_sync on a concurrent queue        the queue           every thread running a
  *                                                                          block of it
  *   qk_queue_sync on a concurrent queue behind a       that barrier        the threads running blocks

@@ -13,7 +13,7 @@ import QueueKit
 
 @_cdecl("qk_dbqueue_create") @implementation
 public func qk_dbqueue_create(_ label: UnsafePointer<CChar>?) -> OpaquePointer? {
-    Handle.created { () throws(QueueKitError) in try DBQueue(label: label.map { String(cString: $0) }) }
+    Handle.created { () throws(QueueKitError) in try DBQueue(label: label.map { String(cString: $0) }, bytes: label) }
 }
 
 @_cdecl("qk_dbqueue_destroy") @implementation
@@ -52,7 +52,9 @@ public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutabl
     -> Int32
 {
     guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+    // Once the write is pushed, a flushing thread may run it and destroy the queue while this
+    // call is still starting a worker: the call keeps the queue alive until it returns.
+    return Handle.retainingStatus(db, as: DBQueue.self) { db throws(QueueKitError) in
         try db.writeAsync(CWork(context: context, function: work))
     }
 }

@@ -10,7 +10,8 @@ import QueueKitShim
 /// The object's first word is its class's metadata, which serves as the handle's type tag: a
 /// handle of another QueueKit type (or of a destroyed object whose memory was reused by another
 /// type) is refused with `EINVAL` before anything is dereferenced further. Calls borrow the object
-/// without touching its reference count, so the hot paths stay free of atomic traffic.
+/// without touching its reference count, so the hot paths stay free of atomic traffic; the few
+/// whose effect another thread can complete before they return retain it (`retainingStatus`).
 enum Handle {
     /// The object behind `handle` when it is of type `T`.
     @inline(__always)
@@ -39,6 +40,21 @@ enum Handle {
             } catch {
                 return error.rawValue
             }
+        }
+    }
+
+    /// As `status`, holding a reference of the call's own until `body` returns: for calls whose
+    /// effect other threads can complete while the call is still returning (an asynchronous write
+    /// that a flushing thread runs at once), so that a destroy those threads go on to make frees
+    /// the object only after this call has left it.
+    @inline(__always)
+    static func retainingStatus<T: AnyObject>(
+        _ handle: OpaquePointer?, as type: T.Type, _ body: (T) throws(QueueKitError) -> Void
+    ) -> Int32 {
+        status(handle, as: type) { object throws(QueueKitError) in
+            let kept = Unmanaged.passRetained(object)
+            defer { kept.release() }
+            try body(object)
         }
     }
 

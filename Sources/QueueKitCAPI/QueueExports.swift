@@ -33,7 +33,7 @@ public func qk_queue_create_with_target(
         targetQueue = Unmanaged<Queue>.fromOpaque(UnsafeRawPointer(target)).takeUnretainedValue()
     }
     return Handle.created { () throws(QueueKitError) in
-        try Queue(label: label.map { String(cString: $0) }, kind: kind, target: targetQueue)
+        try Queue(label: label.map { String(cString: $0) }, bytes: label, kind: kind, target: targetQueue)
     }
 }
 

@@ -152,9 +152,15 @@ public final class DBQueue: @unchecked Sendable {
     #endif
 
     /// Creates a DB queue.
-    public init(label: String? = nil) throws(QueueKitError) {
+    public convenience init(label: String? = nil) throws(QueueKitError) {
+        try self.init(label: label, bytes: nil)
+    }
+
+    /// As ``init(label:)``, keeping `bytes` (a C caller's label, not necessarily UTF-8) as the
+    /// label of its queue.
+    package init(label: String?, bytes: UnsafePointer<CChar>?) throws(QueueKitError) {
         let label = label ?? ""
-        queue = try Queue.identity(label: label, kind: .concurrent)
+        queue = try Queue.identity(label: label, bytes: bytes, kind: .concurrent)
         workerQueue = DispatchQueue(label: label.isEmpty ? "queuekit.dbqueue.worker" : "\(label).worker")
         workerWord = .allocate(capacity: 1)
         workerWord.initialize(to: Parker.idle)

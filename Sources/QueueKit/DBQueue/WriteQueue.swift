@@ -203,6 +203,15 @@ final class WriteNodePool: @unchecked Sendable {
         }
     }
 
+    // MARK: fork()
+
+    /// The fork's prepare hook takes the growth lock, so that no thread is growing the pool at
+    /// the fork and a child's first DB queue never waits for a thread that is gone (the free list
+    /// itself is lock-free: a node a vanished thread had taken is only lost).
+    static func prepareForFork() { shared.growth.acquireForFork() }
+    static func resumeInParent() { shared.growth.releaseInParent() }
+    static func resumeInChild() { shared.growth.releaseInChild() }
+
     @inline(__always)
     private func nodeAt(_ index: UInt32) -> Unmanaged<WriteNode> {
         let q = Int(index) / Self.firstChunkSize + 1

@@ -41,15 +41,24 @@ struct WaitGraph {
 
     /// Whether the chain starting at `frame` holds what a `sync` described by `wait` onto `queue`
     /// waits for: the queue itself (a serial queue; a concurrent one for a barrier, or behind an
-    /// unfinished barrier), and every serial queue it targets.
+    /// unfinished barrier), and every queue it targets, serial or concurrent: a serial one held
+    /// in any way; a concurrent one that honours barriers where the frame's block runs as a
+    /// barrier, or holds it shared while a barrier is pending there (the `sync`'s block queues
+    /// behind that barrier, which waits for the frame's block).
     static func holds(_ frame: UnsafePointer<ExecutionFrame>?, what wait: PublishedWait, of queue: Queue) -> Bool {
         guard let frame else { return false }
         let wholeQueue = queue.isSerial || wait.kind == .queueBarrierSync || queue.hasUnfinishedBarrier
         if wholeQueue && ExecutionContext.hold(of: queue, from: frame) != .none { return true }
         var ancestor = queue.target
-        while let serial = ancestor {
-            if serial.isSerial && ExecutionContext.hold(of: serial, from: frame) != .none { return true }
-            ancestor = serial.target
+        while let target = ancestor {
+            switch ExecutionContext.hold(of: target, from: frame) {
+            case .none: break
+            case .exclusive where target.isSerial || target.honoursBarriers: return true
+            case .shared where target.isSerial: return true
+            case .shared where target.honoursBarriers && target.hasUnfinishedBarrier: return true
+            case .exclusive, .shared: break
+            }
+            ancestor = target.target
         }
         return false
     }

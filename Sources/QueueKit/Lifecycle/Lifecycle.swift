@@ -20,7 +20,9 @@ import QueueKitShim
 //   so queue submissions and asynchronous DB-queue writes fail there with `notRecoverable`.
 //
 // Lock order: the deadlock handler's, the deadlock detector's, `ThreadRecord.registry`, then the
-// registry of condition locks, then a lock's guard.
+// registry of condition locks, then a lock's guard; then the registry of queue specifics
+// (`LiveSpecifics`), then each queue's specifics lock; then the DB queues' write-node pool's
+// growth lock.
 
 /// A lock that belongs to the thread holding it: what the exit hook and the fork hooks need of it.
 /// Every method is called with the registry of live locks held.
@@ -123,9 +125,13 @@ private let forkPrepare: @convention(c) () -> Void = {
     WaitRegistry.detector.acquireForFork()
     ThreadRecord.registry.acquireForFork()
     LiveConditionLocks.prepareForFork()
+    LiveSpecifics.prepareForFork()
+    WriteNodePool.prepareForFork()
 }
 
 private let forkParent: @convention(c) () -> Void = {
+    WriteNodePool.resumeInParent()
+    LiveSpecifics.resumeInParent()
     LiveConditionLocks.resumeInParent()
     ThreadRecord.registry.releaseInParent()
     WaitRegistry.detector.releaseInParent()
@@ -134,6 +140,8 @@ private let forkParent: @convention(c) () -> Void = {
 
 private let forkChild: @convention(c) () -> Void = {
     let survivor = qkshim_thread_id()
+    WriteNodePool.resumeInChild()
+    LiveSpecifics.resumeInChild()
     LiveConditionLocks.resumeInChild(survivor: survivor)
     ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor)
     }

@@ -98,18 +98,29 @@ public final class Queue: @unchecked Sendable {
     /// - Throws: ``QueueKitError/invalidArgument`` when `target` stands for identity only;
     ///   ``QueueKitError/outOfMemory``.
     public convenience init(label: String? = nil, kind: Kind = .serial, target: Queue? = nil) throws(QueueKitError) {
+        try self.init(label: label, bytes: nil, kind: kind, target: target)
+    }
+
+    /// As ``init(label:kind:target:)``, keeping `bytes` (a C caller's label, not necessarily
+    /// UTF-8) as the label that ``cLabel`` lends out.
+    package convenience init(label: String?, bytes: UnsafePointer<CChar>?, kind: Kind, target: Queue?)
+        throws(QueueKitError)
+    {
         if let target, target.dispatchQueue == nil { throw .invalidArgument }
         let dispatchQueue = DispatchQueue(
             label: label ?? "",
             attributes: kind == .concurrent ? .concurrent : [],
             target: target?.dispatchQueue
         )
-        try self.init(dispatchQueue: dispatchQueue, label: label ?? "", kind: kind, target: target, immortal: false)
+        try self.init(
+            dispatchQueue: dispatchQueue, label: label ?? "", bytes: bytes, kind: kind, target: target, immortal: false)
     }
 
-    init(dispatchQueue: DispatchQueue?, label: String, kind: Kind, target: Queue?, immortal: Bool) throws(QueueKitError)
-    {
-        guard let copy = CString(label) else { throw .outOfMemory }
+    init(
+        dispatchQueue: DispatchQueue?, label: String, bytes: UnsafePointer<CChar>? = nil, kind: Kind, target: Queue?,
+        immortal: Bool
+    ) throws(QueueKitError) {
+        guard let copy = bytes.map({ CString(copying: $0) }) ?? CString(label) else { throw .outOfMemory }
         self.cLabel = copy
         self.kind = kind
         self.target = target
@@ -121,8 +132,8 @@ public final class Queue: @unchecked Sendable {
 
     /// A queue that stands for something else in identity checks (a DB queue): blocks can be
     /// "run on it" only by its owner; submitting work to it is ``QueueKitError/invalidArgument``.
-    static func identity(label: String, kind: Kind) throws(QueueKitError) -> Queue {
-        try Queue(dispatchQueue: nil, label: label, kind: kind, target: nil, immortal: false)
+    static func identity(label: String, bytes: UnsafePointer<CChar>? = nil, kind: Kind) throws(QueueKitError) -> Queue {
+        try Queue(dispatchQueue: nil, label: label, bytes: bytes, kind: kind, target: nil, immortal: false)
     }
 
     deinit {
