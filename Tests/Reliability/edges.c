@@ -105,7 +105,6 @@ static void release_inside_own_sync(void) {
     }
 }
 
-
 /* ---- fork while another thread holds an internal lock --------------------------------------- */
 
 enum { FORKS = 40, CHILD_SECONDS = 5 };
@@ -140,7 +139,8 @@ static int fork_racing(void *(*holder)(void *), void *argument, int (*child)(voi
             _exit(child(argument));
         }
         int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
             failed++;
             if (WIFSIGNALED(status))
                 fprintf(stderr, "edges: child %d ended by signal %d\n", i, WTERMSIG(status));
@@ -222,15 +222,16 @@ static void fork_after_flush(void) {
         pid_t pid = fork();
         if (pid == 0) {
             alarm(CHILD_SECONDS);
-            int status = qk_dbqueue_read(db, NULL, nothing) != 0 ? 2
+            int status = qk_dbqueue_read(db, NULL, nothing) != 0    ? 2
                          : qk_dbqueue_write(db, NULL, nothing) != 0 ? 3
-                         : qk_dbqueue_flush(db) != 0               ? 4
-                         : qk_dbqueue_destroy(db) != 0             ? 5
-                                                                   : 0;
+                         : qk_dbqueue_flush(db) != 0                ? 4
+                         : qk_dbqueue_destroy(db) != 0              ? 5
+                                                                    : 0;
             _exit(status);
         }
         int status = 0;
-        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
             failed++;
             fprintf(stderr, "edges: idle DB queue in child %d: status %#x\n", i, status);
         }
