@@ -36,7 +36,11 @@ extension DeadlockTests {
             }
         }
         if barrierAsync {
-            #expect(concurrent.barrierAsync { barrier(); barrierDone.signal() } == 0)
+            #expect(
+                concurrent.barrierAsync {
+                    barrier()
+                    barrierDone.signal()
+                } == 0)
         } else {
             _ = spawn {
                 name("barrier")
