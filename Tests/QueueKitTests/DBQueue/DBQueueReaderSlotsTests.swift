@@ -255,9 +255,16 @@ struct DBQueueReaderSlotsTests {
             do { try db.write {} } catch { Issue.record("write: \(error)") }
         }
         #expect(eventually { db.revoking.load(ordering: .sequentiallyConsistent) })
-        let report = Diagnostics.waitReport()
-        let line = report.split(separator: "\n").first { $0.contains(db.queue.label) && $0.contains("DBQueue.write") }
-        #expect(line?.contains("thread \(number.value)") == true && line?.contains("(reading)") == true, "\(report)")
+        // The writer publishes its wait (with the readers it waits for) once it stops spinning.
+        var report = ""
+        let named = eventually {
+            report = Diagnostics.waitReport()
+            let line = report.split(separator: "\n").first {
+                $0.contains(db.queue.label) && $0.contains("DBQueue.write")
+            }
+            return line?.contains("thread \(number.value)") == true && line?.contains("(reading)") == true
+        }
+        #expect(named, "\(report)")
         release.signal()
         #expect(waits(for: reader) && waits(for: writer))
     }
