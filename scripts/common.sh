@@ -80,10 +80,7 @@ build_consumer() {
 # logs of what failed.
 memcheck() {
     local dir=${1:-$BUILD_DIR} status=0
-    # A failed program gets one more run: under valgrind a forked child of reliability.lifecycle
-    # sometimes finds its idle DB queue refused (the open fork defect that `edges --idle-db-fork`
-    # reproduces without valgrind); twice in a row is a failure.
-    ctest --test-dir "$dir" -T memcheck -L program --output-on-failure --repeat until-pass:2 || status=$?
+    ctest --test-dir "$dir" -T memcheck -L program --output-on-failure || status=$?
     if [ $status -ne 0 ]; then
         grep -l . "$dir"/Testing/Temporary/MemoryChecker.*.log 2>/dev/null | xargs -r tail -n 40 >&2
     fi
