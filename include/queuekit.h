@@ -645,22 +645,15 @@ QK_EXPORT int qk_condlock_await_until(qk_condlock_t *lock, qk_condition_test_t t
  * the next one holds:
  *
  *   the waiting call                                   waits for           held by
- *   qk_queue_sync / perform (not inline) /             the queue and every the thread running a block
- *     barrier_sync on a serial queue                   queue it targets:   of it (or of a queue
- *                                                      a serial target;    targeting it), here or
- *                                                      a concurrent one    further out (a block
- *                                                      where a barrier     waiting in a sync); on a
- *                                                      runs or is pending  concurrent target, the
- *                                                                          thread running its barrier
- *                                                                          (before it starts, every
- *                                                                          thread running a block of
- *                                                                          that target)
- *   qk_queue_barrier_sync on a concurrent queue        the queue           every thread running a
- *                                                                          block of it
- *   qk_queue_sync on a concurrent queue behind a       that barrier        the threads running blocks
- *     barrier QueueKit submitted that has not                              of the queue (the barrier's
- *     finished                                                             thread, or those it waits
- *                                                                          for)
+ *   qk_queue_sync / perform (not inline) /             the queue and every every thread running a
+ *     barrier_sync on a serial queue                   queue it targets    block of it (or of a queue
+ *                                                      (serial, or         targeting it), here or
+ *                                                      concurrent and not  further out (a block
+ *                                                      a global queue)     waiting in a sync)
+ *   qk_queue_barrier_sync on a concurrent queue        the queue and its   every thread running a
+ *                                                      targets, as above   block of it, as above
+ *   qk_queue_sync / perform (not inline) on a          the queue and its   every thread running a
+ *     concurrent queue                                 targets, as above   block of it, as above
  *   qk_condlock_lock, lock_when, lock_if, set, and     the lock            the thread holding it
  *     await* retaking the lock, while held
  *
@@ -669,8 +662,13 @@ QK_EXPORT int qk_condlock_await_until(qk_condlock_t *lock, qk_condition_test_t t
  * that have not started hold nothing. A DB queue is held by the threads inside it (readers, the
  * writer, the thread running its asynchronous writes): qk_dbqueue_read behind a write,
  * qk_dbqueue_write, flush and destroy wait for them, and may return EDEADLK (qk_dbqueue_destroy
- * keeps EBUSY inside its own block). A barrier_sync onto a concurrent queue is also refused when
- * the plain syncs it would hold back would close a ring among other threads.
+ * keeps EBUSY inside its own block).
+ *
+ * A plain qk_queue_sync onto a concurrent queue counts as waiting for every block running there,
+ * not only behind a barrier: dispatch lets it in at once only while nothing else is queued on the
+ * queue (no barrier pending or running, no earlier waiter, no wake-up in flight), and otherwise
+ * queues it until the running blocks complete. QueueKit cannot see dispatch's queue, so a ring
+ * through such a sync is refused whenever it could close, never left to hang when it does.
  *
  * Refusal: when an untimed call is about to wait and that wait would close a cycle, it returns
  * EDEADLK instead: it ran nothing, took nothing, lost nothing (a refused lock waiter leaves the

@@ -474,7 +474,19 @@ static void *watchdog(void *unused) {
                 static char waits[1 << 16];
                 qk_copy_wait_report(waits, sizeof waits);
                 fprintf(stderr, "%s", waits[0] ? waits : "(no thread waits inside QueueKit)\n");
+                /* Every thread's tree, then (TORTURE_HANG_STACKS=1, gdb installed) every stack. */
+                for (int t = 0; t < thread_count; t++) {
+                    if (t == i || atomic_load(&slots[t].deadline) == 0) continue;
+                    fprintf(stderr, "thread %d's tree:\n", t);
+                    print_tree(stderr, atomic_load(&slots[t].tree));
+                }
                 fflush(stderr);
+                if (getenv("TORTURE_HANG_STACKS")) {
+                    char command[128];
+                    snprintf(command, sizeof command,
+                             "gdb -p %d -batch -ex 'thread apply all bt' 1>&2", (int)getpid());
+                    if (system(command) != 0) fprintf(stderr, "torture: gdb failed\n");
+                }
                 _exit(1);
             }
         }

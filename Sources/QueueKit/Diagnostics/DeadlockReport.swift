@@ -18,9 +18,6 @@ enum DeadlockReport {
     ///   thread 7 "worker-a": in qk_queue_sync(serial queue "ui"), holds serial queue "db"
     ///   thread 9 "worker-b": holds serial queue "ui"; waits in qk_queue_sync(serial queue "db")  <- refused
     /// ```
-    ///
-    /// A barrier refused for a ring it would close among other threads (`WaitGraph.cycleClosedByBarrier`)
-    /// is reported the same way: the ring's threads, then the barrier's, marked.
     static func refusal(ring: [ThreadRecord], nodes: [ThreadRecord]) -> String {
         let refused = ring[0]
         // (Each name costs a read of /proc for another thread: only the ring's are read.)

@@ -20,7 +20,7 @@ struct WaitGraph {
             return []
         case .queueSync, .queueBarrierSync:
             guard let queue = wait.queue?.takeUnretainedValue() else { return [] }
-            return nodes.filter { $0 !== waiter && Self.holds($0.wait.frame, what: wait, of: queue) }
+            return nodes.filter { $0 !== waiter && Self.holds($0.wait.frame, of: queue) }
         case .lock, .lockWhen:
             guard let owner = wait.lock?.holderNumber, owner != 0, owner != waiter.number else { return [] }
             return nodes.filter { $0.number == owner }
@@ -39,48 +39,28 @@ struct WaitGraph {
         }
     }
 
-    /// Whether the chain starting at `frame` holds what a `sync` described by `wait` onto `queue`
-    /// waits for: the queue itself (a serial queue; a concurrent one for a barrier, or behind an
-    /// unfinished barrier), and every queue it targets, serial or concurrent: a serial one held
-    /// in any way; a concurrent one that honours barriers where the frame's block runs as a
-    /// barrier, or holds it shared while a barrier is pending there (the `sync`'s block queues
-    /// behind that barrier, which waits for the frame's block).
-    static func holds(_ frame: UnsafePointer<ExecutionFrame>?, what wait: PublishedWait, of queue: Queue) -> Bool {
+    /// Whether the chain starting at `frame` holds what a `sync` onto `queue` waits for: the
+    /// queue itself, held in any way, and every queue it targets that dispatch acquires on the way
+    /// down (a serial one, or a concurrent one that honours barriers), held in any way.
+    ///
+    /// A plain `sync` onto a concurrent queue counts as waiting for every block running there,
+    /// not only behind a pending barrier: dispatch lets a `sync` in at once only while nothing is
+    /// queued on the queue (no barrier pending or running, no earlier waiter, no wake-up in
+    /// flight); otherwise it queues it, in order, and a queued plain `sync` is let in when the
+    /// queue's running blocks complete. Which of the two happens depends on timing QueueKit
+    /// cannot see, so the ring is refused whenever it could close (deterministic, as the
+    /// single-thread rules of `syncRoute` are), never left to hang when it does.
+    static func holds(_ frame: UnsafePointer<ExecutionFrame>?, of queue: Queue) -> Bool {
         guard let frame else { return false }
-        let wholeQueue = queue.isSerial || wait.kind == .queueBarrierSync || queue.hasUnfinishedBarrier
-        if wholeQueue && ExecutionContext.hold(of: queue, from: frame) != .none { return true }
+        if ExecutionContext.hold(of: queue, from: frame) != .none { return true }
         var ancestor = queue.target
         while let target = ancestor {
-            switch ExecutionContext.hold(of: target, from: frame) {
-            case .none: break
-            case .exclusive where target.isSerial || target.honoursBarriers: return true
-            case .shared where target.isSerial: return true
-            case .shared where target.honoursBarriers && target.hasUnfinishedBarrier: return true
-            case .exclusive, .shared: break
+            if target.isSerial || target.honoursBarriers, ExecutionContext.hold(of: target, from: frame) != .none {
+                return true
             }
             ancestor = target.target
         }
         return false
-    }
-
-    /// A barrier on a concurrent queue also makes waits of *other* threads: every plain `sync`
-    /// onto the queue that dispatch has not let run yet now waits behind it, for the blocks the
-    /// barrier waits for. So the barrier can close a ring it is not part of (a thread inside the
-    /// queue waiting for what a plain `sync`-er holds). Such a ring goes through one of those
-    /// `sync`-ers; the barrier's `barrier_sync` is then refused before it is submitted:
-    /// `[barrier's thread] + the ring`.
-    func cycleClosedByBarrier(of waiter: ThreadRecord) -> [ThreadRecord]? {
-        let wait = waiter.wait
-        guard wait.kind == .queueBarrierSync, !wait.isTimed, let queue = wait.queue,
-            !queue.takeUnretainedValue().isSerial
-        else { return nil }
-        for node in nodes
-        where node !== waiter && node.wait.kind == .queueSync && !node.wait.isTimed
-            && node.wait.queue?.toOpaque() == queue.toOpaque()
-        {
-            if let ring = cycle(through: node) { return [waiter] + ring }
-        }
-        return nil
     }
 
     /// A ring of waits from `start` back to it: `[start, holder of start's wait, …]`, each

@@ -33,15 +33,10 @@ import Synchronization
 ///   condition-lock waiter whose lock's owner is itself has been handed the lock (the hand-off
 ///   sets the owner before it wakes the waiter); a granted serial-queue or barrier `sync` has
 ///   no other holder (dispatch runs nothing else of the queue, and the caller's own chain stops
-///   at its caller frame). One approximation remains, for a plain `sync` onto a concurrent
-///   queue: dispatch does not say whether it queued behind a barrier, so it counts as waiting
-///   for the queue's running blocks while any barrier submitted through QueueKit has not finished
-///   (`Queue.hasUnfinishedBarrier`, read at search time). That never misses a `sync` queued behind
-///   a barrier (the barrier is counted before dispatch sees it), even one whose submission raced
-///   with the `sync`'s; but a `sync` that dispatch has just let run, in the instant before its
-///   block withdraws the wait, while another thread submits a barrier, would count as behind it.
-///   A refusal then still needs a ring of waiting threads through the very blocks running on that
-///   queue at that instant.
+///   at its caller frame). A plain `sync` onto a concurrent queue counts as waiting for the
+///   queue's running blocks until its block starts (`WaitGraph.holds`): dispatch queues it
+///   behind them whenever anything else is queued there, which QueueKit cannot see, so a ring
+///   through it is refused whenever it could close rather than only when it does.
 ///
 /// ## Why a cycle is never missed (two threads closing the same ring)
 /// Let the ring's threads publish in any order; consider the last one, L, in the total order of
@@ -51,15 +46,6 @@ import Synchronization
 /// searches; its increment reads from theirs, so it sees their publications. L's search takes
 /// the detector lock, so it runs either before or after any other search; if an earlier search
 /// refused a member, the ring is broken and nothing is left to refuse.
-///
-/// ## A barrier closes rings it is not part of
-/// A `barrier_sync` onto a concurrent queue adds edges for other threads: every plain `sync` onto
-/// that queue not yet let in now waits for the queue's running blocks. Its search therefore also
-/// looks for a ring through any such waiting `sync` (`WaitGraph.cycleClosedByBarrier`) and, if
-/// one exists, refuses the barrier before dispatch ever sees it. The ordering argument is the
-/// same: the barrier counts itself (`barriersSubmitted`) before it publishes, so a `sync` that
-/// publishes later sees the barrier and finds the ring through itself, and one that published
-/// earlier is seen by the barrier's search.
 ///
 /// ## Skipping the search
 /// The first edge of a ring from the new waiter W leads to a *waiting* holder of what W waits
@@ -180,7 +166,7 @@ enum WaitRegistry {
             stamp(others, now: qkshim_now_coarse_ns())
             let nodes = others + [me]
             let graph = WaitGraph(nodes: nodes)
-            guard let ring = graph.cycle(through: me) ?? graph.cycleClosedByBarrier(of: me) else { return nil }
+            guard let ring = graph.cycle(through: me) else { return nil }
             let report = DeadlockReport.refusal(ring: ring, nodes: nodes)
             // Leave the wait before any other search can run: exactly one refusal per cycle.
             // (Nobody else pins `me` while this thread holds the detector lock.)

@@ -12,8 +12,7 @@ import Synchronization
 // caller's stack (no closure, no block, no allocation, no box for the result); an asynchronous
 // one's is an `AsyncNode` of its own. Every block QueueKit runs through
 // dispatch starts and ends in `Invocation.run`: the one place that withdraws the caller's wait,
-// tells ThreadSanitizer what the block holds, pushes the block's frame and counts a finished
-// barrier.
+// tells ThreadSanitizer what the block holds and pushes the block's frame.
 
 /// A C work function and its context.
 public typealias CWorkFunction = @convention(c) (UnsafeMutableRawPointer?) -> Void
@@ -27,7 +26,7 @@ struct Invocation {
     let queue: Unmanaged<Queue>
     /// The frame of the caller that waits for the block (`sync`), or nil (`async`).
     let caller: UnsafePointer<ExecutionFrame>?
-    /// The block as admitted: barrier or not, exclusive or not, counted or not.
+    /// The block as admitted: barrier or not, exclusive or not.
     let block: Queue.Block
     /// The thread whose published wait the block withdraws when it starts (a `sync` that waits).
     let waiter: Unmanaged<ThreadRecord>?

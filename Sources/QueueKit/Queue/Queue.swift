@@ -70,18 +70,6 @@ public final class Queue: @unchecked Sendable {
     /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
     package let cLabel: CString
     let specifics = Specifics()
-    /// Barriers submitted through QueueKit to this concurrent queue, and how many of them have
-    /// finished: the deadlock detector's view of "a barrier is pending or running", which a plain
-    /// `sync` may be queued behind. Submissions count before dispatch sees them, so no `sync` that
-    /// dispatch queues behind a barrier is missed.
-    let barriersSubmitted = Atomic<UInt64>(0)
-    @usableFromInline let barriersFinished = Atomic<UInt64>(0)
-
-    /// Whether a barrier submitted through QueueKit has not finished yet.
-    var hasUnfinishedBarrier: Bool {
-        let finished = barriersFinished.load(ordering: .sequentiallyConsistent)
-        return finished < barriersSubmitted.load(ordering: .sequentiallyConsistent)
-    }
 
     @inlinable @inline(__always) var isSerial: Bool { kind == .serial }
 
@@ -224,7 +212,7 @@ public final class Queue: @unchecked Sendable {
         init(inlineFrom caller: UnsafePointer<ExecutionFrame>?, exclusive: Bool) {
             self.caller = caller
             isInline = true
-            block = Block(isBarrier: false, isExclusive: exclusive, countsBarrier: false)
+            block = Block(isBarrier: false, isExclusive: exclusive)
         }
 
         /// A dispatch round trip of `block`, whose wait `waiter` published.
@@ -288,7 +276,6 @@ public final class Queue: @unchecked Sendable {
                     frame: caller, refusable: true, stamped: false,
                     holderMayWait: { WaitRegistry.queueHolderMayWait(record) })
             else { return false }
-            unadmit(block)
             refusal.deliver()
             return true
         }
