@@ -50,8 +50,13 @@
  *     condition locks: every call; locks that other threads held at the fork are abandoned
  *       (EOWNERDEAD for the next acquirer), their waiters are gone;
  *     DB queues: qk_dbqueue_read, write, flush, destroy, queue -- except on a DB queue that was
- *       being written, or had writes pending, at the fork: there they return ENOTRECOVERABLE
- *       (destroy frees it), and the writes pending at the fork never run in the child;
+ *       being written (a write's work function running on another thread), or had
+ *       qk_dbqueue_write_async writes pending, at the fork: there they return ENOTRECOVERABLE
+ *       (destroy frees it), and the writes pending at the fork never run in the child. A queue
+ *       whose writes had all run (flush returned) stays usable even if its worker thread was
+ *       still finishing, and so does one that other threads were only waiting for;
+ *     the stall watch, when on at the fork: it keeps watching in the child (on a new
+ *       "queuekit-stalls" thread there), and qk_set_stall_handler works;
  *     identity calls: qk_queue_current, is_current, copy_current_label, check, precondition,
  *       label, the specifics getters, and qk_queue_set_specific (a replaced value's destructor
  *       runs on the calling thread there);

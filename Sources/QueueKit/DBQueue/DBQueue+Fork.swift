@@ -34,31 +34,29 @@ extension DBQueue {
     }
 
     /// The threads that were inside the queue, waiting for it or running its writes at the fork
-    /// are gone: forget them. The queue stays usable when no write was running, pending or
-    /// waiting; otherwise the pending writes are dropped (they never run here) and the queue is
-    /// marked unusable. A lane lock still held at the fork (by a thread in the middle of handing
-    /// the queue on) means the same.
+    /// are gone: forget them. What decides is the work, not the threads: the queue is lost when a
+    /// write's block was running on another thread (half done) or asynchronous writes were
+    /// pending (they never run here); then it is marked unusable. A thread that merely held the
+    /// exclusivity or the lane's lock for bookkeeping (the worker finishing after its last write,
+    /// a writer not started yet, a thread handing the queue on) ran no code of the program's
+    /// there, so the queue stays usable: its lane starts afresh, the lock initialised anew when
+    /// the fork caught a gone thread inside it.
     func adoptFork() {
         let hold = ExecutionContext.hold(of: queue)
-        let usable = lane.withLockIfAvailable { lane -> Bool in
-            let current = state.load(ordering: .acquiring)
-            let writing = current & StateBit.writer != 0 && hold != .exclusive
-            let quiet =
-                !writing && StateBit.asyncCount(current) == 0 && !lane.waiters.contains { $0.pointee.want == .write }
-            lane.waiters.removeAll()
-            lane.dueCount = 0
-            nextTarget.store(.max, ordering: .relaxed)
-            workerState.store(Self.workerIdle, ordering: .relaxed)
-            // Only this thread's own read or write survives, and it will end as usual (a read in
-            // its slot leaves its slot; the other readers in slots are gone).
-            let ownSlot = forgetVisibleReaders()
-            let own = hold == .exclusive ? StateBit.writer : hold == .shared && !ownSlot ? StateBit.oneReader : 0
-            state.store(own | current & StateBit.biased, ordering: .releasing)
-            return quiet
+        let current = state.load(ordering: .acquiring)
+        let writing = writeRunning.load(ordering: .relaxed) && hold != .exclusive
+        let quiet = !writing && StateBit.asyncCount(current) == 0
+        if lane.withLockIfAvailable({ $0 = Lane() }) == nil { lane.releaseInChild { $0 = Lane() } }
+        nextTarget.store(.max, ordering: .relaxed)
+        workerState.store(Self.workerIdle, ordering: .relaxed)
+        if !quiet {
+            writeRunning.store(false, ordering: .relaxed)
+            brokenByFork.store(true, ordering: .relaxed)
         }
-        if usable != true { brokenByFork.store(true, ordering: .relaxed) }
-        // A lane lock held by a thread that is gone can never be destroyed (that would trap):
-        // such a queue is never freed in this process.
-        if usable == nil { _ = Unmanaged.passRetained(self) }
+        // Only this thread's own read or write survives, and it will end as usual (a read in its
+        // slot leaves its slot; the other readers in slots are gone).
+        let ownSlot = forgetVisibleReaders()
+        let own = hold == .exclusive ? StateBit.writer : hold == .shared && !ownSlot ? StateBit.oneReader : 0
+        state.store(own | current & StateBit.biased, ordering: .releasing)
     }
 }

@@ -117,6 +117,10 @@ public final class DBQueue: @unchecked Sendable {
     /// `adoptingFork` while a thread adopts it; and whether a fork left it unusable.
     let forkGeneration = Atomic<UInt64>(Fork.generation)
     let brokenByFork = Atomic<Bool>(false)
+    /// A synchronous write's block is running (stored by its writer alone, around the block): a
+    /// forked child tells a write that was half done at the fork from a thread that merely held
+    /// the exclusivity for bookkeeping (a worker finishing, a writer not started yet).
+    @usableFromInline let writeRunning = Atomic<Bool>(false)
     static let adoptingFork = UInt64.max
 
     #if QUEUEKIT_TESTING
@@ -363,7 +367,12 @@ public final class DBQueue: @unchecked Sendable {
         }
         Acquisitions.acquired(self, .dbQueue, exclusive: exclusive)
         defer { Acquisitions.releasing(self, .dbQueue, exclusive: exclusive) }
-        return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
+        guard exclusive else {
+            return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
+        }
+        writeRunning.store(true, ordering: .relaxed)
+        defer { writeRunning.store(false, ordering: .relaxed) }
+        return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
     }
 
     /// Queues a write; returns at once. Lock-free: one atomic add that closes the queue to later

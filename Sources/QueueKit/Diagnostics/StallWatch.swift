@@ -11,7 +11,9 @@ import QueueKitShim
 /// It reads waits the way every diagnostic does (detector lock, pinned records), so it never
 /// sees a wait change under it. It starts on the first configuration with a threshold (from
 /// ``Diagnostics/watchStalls(after:_:)``, `qk_set_stall_handler` or `QUEUEKIT_STALL_MS`) and then
-/// lives as long as the process, asleep on a futex while the watch is off.
+/// lives as long as the process, asleep on a futex while the watch is off. A forked child has no
+/// watcher thread (only the forking thread survives a fork): the child hook starts one again when
+/// the watch is on, so a configured watch keeps watching in the child.
 package enum StallWatch {
     private struct Configuration {
         var threshold: UInt64 = 0
@@ -30,6 +32,7 @@ package enum StallWatch {
 
     /// Sets the threshold (0: off) and the handler. Returns 0, or the error of starting the thread.
     package static func configure(threshold: UInt64, handler: ReportHandler) -> Int32 {
+        Fork.installHooks()
         let mustStart = configuration.withLock { configuration in
             configuration.threshold = threshold
             configuration.handler = handler
@@ -39,10 +42,31 @@ package enum StallWatch {
         }
         _ = qkshim_atomic_exchange32(changed, qkshim_atomic_load32(changed) &+ 1)
         qkshim_futex_wake(changed, 1)
-        guard mustStart else { return 0 }
+        return mustStart ? startWatcher() : 0
+    }
+
+    private static func startWatcher() -> Int32 {
         let status = qkshim_thread_start(watchEntry, nil, "queuekit-stalls")
         if status != 0 { configuration.withLock { $0.started = false } }
         return status
+    }
+
+    // MARK: fork()
+
+    /// The fork's prepare hook: no thread is inside the configuration at the fork.
+    static func prepareForFork() { configuration.acquireForFork() }
+
+    static func resumeInParent() { configuration.releaseInParent() }
+
+    /// In the child: the watcher thread did not survive the fork; start a new one when the watch
+    /// is on (the waits it reported in the parent were the parent's threads', gone here).
+    static func resumeInChild() {
+        var restart = false
+        configuration.releaseInChild { configuration in
+            configuration.started = configuration.threshold != 0
+            restart = configuration.started
+        }
+        if restart { _ = startWatcher() }
     }
 
     /// The watcher's loop; never returns.

@@ -122,6 +122,7 @@ private let forkPrepare: @convention(c) () -> Void = {
     // The deadlock detector's locks come first: a search takes the records' registry, lock
     // guards and names inside them.
     Diagnostics.deadlockHandler.acquireForFork()
+    StallWatch.prepareForFork()
     WaitRegistry.detector.acquireForFork()
     ThreadRecord.registry.acquireForFork()
     LiveConditionLocks.prepareForFork()
@@ -135,6 +136,7 @@ private let forkParent: @convention(c) () -> Void = {
     LiveConditionLocks.resumeInParent()
     ThreadRecord.registry.releaseInParent()
     WaitRegistry.detector.releaseInParent()
+    StallWatch.resumeInParent()
     Diagnostics.deadlockHandler.releaseInParent()
 }
 
@@ -150,4 +152,6 @@ private let forkChild: @convention(c) () -> Void = {
     qkshim_waiting_reset()
     WaitRegistry.detector.releaseInChild()
     Diagnostics.deadlockHandler.releaseInChild()
+    // Last: the new watcher thread may take the locks above at once.
+    StallWatch.resumeInChild()
 }
