@@ -4,7 +4,7 @@
 /*
  * condlock_producer_consumer.c — a bounded producer/consumer on a QueueKit condition lock.
  *
- * The seed's model: the condition is the state of a one-slot mailbox, EMPTY or FULL. Producers
+ * The original pattern's model: the condition is the state of a one-slot mailbox, EMPTY or FULL. Producers
  * wait for EMPTY, fill the slot and release with FULL; consumers wait for FULL, empty the slot
  * and release with EMPTY. Because a condition lock compares for equality, each state must be a
  * value you can name, which is why the classic form has a single slot (a buffer of N items would

@@ -9,7 +9,7 @@
  * are started in the "wrong" order (C first) and with random amounts of work, yet they always run
  * A, B, C: the order comes from the condition, not from scheduling.
  *
- * Task A has no predecessor, so it never locks. With NSConditionLock the seed starts the chain
+ * Task A has no predecessor, so it never locks. With NSConditionLock the original pattern starts the chain
  * with an unlockWithCondition: on a lock A never held; QueueKit checks ownership and refuses that
  * (EPERM, shown below), and offers qk_condlock_set(lock, A_DONE) instead: lock, then
  * unlock_with(A_DONE), from any thread that does not hold the lock.

@@ -2,9 +2,9 @@
 /* Copyright QueueKit developers */
 
 /*
- * dbqueue_manager.c — the seed's BLDBQueueManager, in C, on a QueueKit DB queue.
+ * dbqueue_manager.c — the original pattern's BLDBQueueManager, in C, on a QueueKit DB queue.
  *
- * The seed wraps a concurrent dispatch queue: reads go through dispatch_sync, writes through
+ * The original pattern wraps a concurrent dispatch queue: reads go through dispatch_sync, writes through
  * dispatch_barrier_async, and a dispatch_get_specific check runs a nested read inline. It
  * promises that "no matter how the upper layers nest their calls, there is no deadlock". That is
  * false: when a read nests through ANOTHER queue (module A reads, calls module B on B's serial
@@ -68,13 +68,13 @@ static void manager_init(void) {
     for (i = 0; i < ACCOUNTS; i++) manager.balance[i] = INITIAL_BALANCE;
 }
 
-/* The seed's +shareInstance. */
+/* The original pattern's +shareInstance. */
 static db_manager *shared_manager(void) {
     pthread_once(&manager_once, manager_init);
     return &manager;
 }
 
-/* The seed's syncDBBlock: a read, inline when nested. Returns the status (0, or EINVAL). */
+/* The original pattern's syncDBBlock: a read, inline when nested. Returns the status (0, or EINVAL). */
 static int db_read(void *context, qk_function_t work) {
     return qk_dbqueue_read(shared_manager()->queue, context, work);
 }
@@ -84,7 +84,7 @@ static int db_write(void *context, qk_function_t work) {
     return qk_dbqueue_write(shared_manager()->queue, context, work);
 }
 
-/* The seed's asyncBarrierDBBlock: allowed anywhere, runs after any enclosing block. */
+/* The original pattern's asyncBarrierDBBlock: allowed anywhere, runs after any enclosing block. */
 static int db_write_async(void *context, qk_function_t work) {
     return qk_dbqueue_write_async(shared_manager()->queue, context, work);
 }
@@ -119,7 +119,7 @@ static void apply_transfer(void *context) {
     manager.balance[request->from] -= request->amount;
     manager.balance[request->to] += request->amount;
     manager.transfers++;
-    /* Nested: a read helper inside the write. With the seed this is the dispatch_get_specific
+    /* Nested: a read helper inside the write. With the original pattern this is the dispatch_get_specific
      * case; here it runs inline and sees the write's own changes. */
     if (total_balance() != (long)ACCOUNTS * INITIAL_BALANCE)
         fail("money conserved inside a transfer", total_balance(),
@@ -166,7 +166,7 @@ typedef struct {
 static void audit_on_its_queue(void *context) {
     audit_request *request = context;
     /* We are on the audit queue now, not on the DB queue: dispatch_get_specific would say "not
-     * nested" and the seed would dispatch_sync behind any pending barrier. QueueKit knows this
+     * nested" and the original pattern would dispatch_sync behind any pending barrier. QueueKit knows this
      * thread's call tree holds a read of the DB queue further out and runs the read inline. */
     int held = qk_queue_check(qk_dbqueue_queue(shared_manager()->queue), QK_ON_QUEUE) == 0;
     if (held != request->from_inside_a_read)
@@ -186,7 +186,7 @@ static long audit_total(int from_inside_a_read) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* The interleaving that deadlocks the seed, forced step by step.                          */
+/* The interleaving that deadlocks the original pattern, forced step by step.                          */
 /* ---------------------------------------------------------------------------------------- */
 
 /* A one-shot event between two threads. */
@@ -222,7 +222,7 @@ static void report_body(void *context) {
     (void)context;
     event_set(&reader_inside);
     event_wait(&write_submitted); /* a write is now pending behind this read */
-    audited = audit_total(1);     /* read -> audit queue -> read: the seed deadlocks here */
+    audited = audit_total(1);     /* read -> audit queue -> read: the original pattern deadlocks here */
     if (audited != (long)ACCOUNTS * INITIAL_BALANCE)
         fail("audited total", audited, (long)ACCOUNTS * INITIAL_BALANCE);
     if (write_ran) order_violations++; /* the pending write must wait for this read */
@@ -244,7 +244,7 @@ static void check_write_ran(void *context) {
     *out = write_ran;
 }
 
-static void seed_deadlock_scenario(void) {
+static void nested_read_deadlock_scenario(void) {
     pthread_t thread;
     long ran = 0;
     event_init(&reader_inside);
@@ -259,7 +259,7 @@ static void seed_deadlock_scenario(void) {
     db_read(&ran, check_write_ran);
     if (ran != 1) fail("the pending write ran after the report", ran, 1);
     if (order_violations != 0) fail("the write waited for the outer read", order_violations, 0);
-    printf("seed scenario: nested read through the audit queue completed with a write pending\n");
+    printf("nested-read scenario: nested read through the audit queue completed with a write pending\n");
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -326,7 +326,7 @@ int main(int argc, char **argv) {
     }
     audit_queue = qk_queue_create("bank.audit", QK_QUEUE_SERIAL);
 
-    seed_deadlock_scenario();
+    nested_read_deadlock_scenario();
 
     db_read(&status, upgrade_inside_read);
     if (status != EDEADLK) fail("a write inside a read is refused", status, EDEADLK);

@@ -4,7 +4,7 @@
 /*
  * queue_current.c — "which queue am I on?", answered on custom, global and main queues.
  *
- * dispatch_get_current_queue() is deprecated, and the replacement the seed describes — give every
+ * dispatch_get_current_queue() is deprecated, and the replacement the original pattern describes — give every
  * queue a specific that points back at it, then dispatch_get_specific() — needs every queue to be
  * registered by hand, including main and global queues. In QueueKit every queue is registered
  * from birth: qk_queue_current() and qk_queue_copy_current_label() just work.

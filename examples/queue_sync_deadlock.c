@@ -88,7 +88,7 @@ static void note_on_queue(void *context) {
 
 static void sync_onto_own_queue(void *context) {
     struct own_block *state = context;
-    /* The seed's crash: this block runs on `queue`, and syncs onto `queue` again. */
+    /* The original pattern's crash: this block runs on `queue`, and syncs onto `queue` again. */
     state->sync_status = qk_queue_sync(state->queue, &state->sync_ran, mark_ran);
     /* The safe pattern: perform runs inline, still on `queue`. */
     state->perform_status = qk_queue_perform(state->queue, state, note_on_queue);
@@ -103,7 +103,7 @@ static void serial_queue_from_inside(void) {
         return;
     }
 
-    /* As in the seed, the block is submitted asynchronously... */
+    /* As in the original pattern, the block is submitted asynchronously... */
     qk_queue_async(state.queue, &state, sync_onto_own_queue);
     /* ...and a sync from outside (legal: this thread is not on the queue) waits for it, because
      * a serial queue runs its blocks in order. */
@@ -144,7 +144,7 @@ static void hop(void *context) {
         qk_queue_sync(chain->queues[chain->level], chain, hop);
         return;
     }
-    /* The innermost block. The seed's guard looks for the first queue's specific: it is not
+    /* The innermost block. The original pattern's guard looks for the first queue's specific: it is not
      * visible here, so the guard would conclude "not on the first queue" and dispatch_sync. */
     chain->guard_saw_first = qk_get_specific(chain->key) == chain->queues[0];
     /* QueueKit knows the first queue is held further out. */
@@ -164,7 +164,7 @@ static void hop_back_to_the_first_queue(int depth) {
         snprintf(label, sizeof label, "example.hop.%d", i);
         chain.queues[i] = qk_queue_create(label, QK_QUEUE_SERIAL);
     }
-    /* The seed's guard: each queue carries its own identity under one key. */
+    /* The original pattern's guard: each queue carries its own identity under one key. */
     qk_queue_set_specific(chain.queues[0], &key, chain.queues[0], NULL);
 
     printf("      (a chain through %d queues, then back to the first)\n", chain.depth);

@@ -264,20 +264,21 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   qk_queue_async blocks are dispatch's own. The work's wrapper withdraws the wait as soon as
  *   it starts, pushes the frame that makes qk_queue_current() and qk_queue_check answer for
  *   `queue` (and hands the caller's frames on, so a sync onto the main queue still holds what
- *   its caller holds), tells ThreadSanitizer the queue is held (exclusively on a serial queue or
- *   for a barrier, shared otherwise), and counts a barrier finished. The queue is kept alive
+ *   its caller holds) and tells ThreadSanitizer the queue is held (exclusively on a serial queue
+ *   or for a barrier, shared otherwise). The queue is kept alive
  *   until that bookkeeping is done, even when `work` releases the last reference to it.
  * - qk_queue_async and qk_queue_barrier_async hand dispatch_async_f / dispatch_barrier_async_f
  *   a small node holding `work`, `context`, and a reference to the queue (given up after the
  *   block ran); the node carries ThreadSanitizer's hand-off from the submitting thread to the
- *   block. A barrier is counted before dispatch sees it, so a later sync queued behind it is
- *   seen waiting for it (section 4).
+ *   block. A sync queued behind such a barrier is seen waiting for the queue's running blocks
+ *   (section 4).
  * - In a forked child every one of these calls returns ENOTRECOVERABLE before anything else.
  */
 
 /** Submits `work(context)` to run on `queue` later; returns at once.
- *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOTRECOVERABLE (nothing run)
- *  in a forked child, as every submission below (see "Threads that die and processes that fork"). */
+ *  EINVAL: NULL/wrong-type queue, NULL work, identity-only queue. ENOMEM: no memory for the
+ *  submission's node (nothing submitted). ENOTRECOVERABLE (nothing run) in a forked child, as
+ *  every submission below (see "Threads that die and processes that fork"). */
 QK_EXPORT int qk_queue_async(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` on `queue` and waits for it, keeping dispatch's ordering.
@@ -298,7 +299,7 @@ QK_EXPORT int qk_queue_sync(qk_queue_t *queue, void *context, qk_function_t work
 /** Submits `work(context)` as a barrier: on a concurrent queue it runs alone, after the blocks
  *  submitted before it; on a serial queue, and on the global queues (which, as in dispatch, do
  *  not honour barriers), it is the same as qk_queue_async. Returns at once.
- *  EINVAL and ENOTRECOVERABLE: as qk_queue_async. */
+ *  EINVAL, ENOMEM and ENOTRECOVERABLE: as qk_queue_async. */
 QK_EXPORT int qk_queue_barrier_async(qk_queue_t *queue, void *context, qk_function_t work);
 
 /** Runs `work(context)` as a barrier on `queue` and waits for it (on a global queue: as
@@ -746,16 +747,17 @@ QK_EXPORT int qk_set_stall_handler(uint64_t threshold_ns, qk_report_function_t h
  * time an order closes a cycle, whether or not anything ever waited.
  *
  * Holding: a thread holds a condition lock it owns (also one a try form took); a serial queue
- * whose block it runs and the serial queues that queue targets; a concurrent queue whose barrier
- * (exclusive) or other block (shared) it runs; a DB queue it writes (exclusive; also running a
- * write_async) or reads (shared). The main thread before qk_main() holds the main queue. Global
- * queues are never held.
+ * whose block it runs; a concurrent queue whose barrier (exclusive) or other block (shared) it
+ * runs; and every queue the block's queue targets, a serial one exclusively, a concurrent one
+ * shared (the blocks of the queues targeting it run there beside its own); a DB queue it writes
+ * (exclusive; also running a write_async) or reads (shared). The main thread before qk_main()
+ * holds the main queue. Global queues are never held.
  *
  * Edges: a call that may wait for Y records, on the way in, an edge X -> Y from every object X
  * its thread holds: qk_condlock_lock, lock_until, lock_when, lock_when_until, lock_if,
  * lock_if_until, set, and await / await_until (which wait to take their lock back); qk_queue_sync,
- * barrier_sync and perform when not inline (a sync onto a serial queue also asks for the serial
- * queues it targets; onto a concurrent queue it asks shared); qk_dbqueue_read (shared), write and
+ * barrier_sync and perform when not inline (a sync also asks for the queues its queue targets, as
+ * holding says; a plain sync onto a concurrent queue asks shared); qk_dbqueue_read (shared), write and
  * flush (exclusive). Not edges: the try forms, timed calls whose deadline has passed, calls that
  * run inline because the thread already holds Y, calls refused for what the calling thread itself
  * holds, async submissions, qk_dbqueue_destroy. The edges of lock_when and lock_if go to the

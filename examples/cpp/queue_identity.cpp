@@ -51,7 +51,7 @@ int main() {
     s.queue().sync([] {});
     int total = s.total();
 
-    // The seed's deadlock, made harmless: sync onto the serial queue the block runs on.
+    // The original pattern's deadlock, made harmless: sync onto the serial queue the block runs on.
     std::string refusal;
     bool on_queue = false;
     s.queue().sync([&] {

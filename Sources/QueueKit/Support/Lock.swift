@@ -15,7 +15,7 @@ import Glibc
 /// Every `pthread_mutex_*` result is checked: a failure is a bug and traps, naming the call and
 /// the error. Debug builds use an error-checking mutex, so relocking from the holder or unlocking
 /// from another thread traps instead of deadlocking or corrupting the lock; release builds use the
-/// default mutex (the same fast path as before, plus one compare of the result).
+/// default mutex (its fast path, plus one compare of the result).
 ///
 /// Thread safety: `withLock` may be called from any thread; it is not reentrant.
 struct Lock<State>: ~Copyable {

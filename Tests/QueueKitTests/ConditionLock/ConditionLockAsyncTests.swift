@@ -7,7 +7,7 @@ import Testing
 
 @testable import QueueKit
 
-// The condition lock's async scoped forms (API.md section 5). Tasks run on a pool of two plain
+// The condition lock's async scoped forms (the header's section 5). Tasks run on a pool of two plain
 // threads, so a wait that blocked a thread instead of suspending would visibly starve it; every
 // wait is bounded by a watchdog; interleavings are forced with the lock's waiter count and
 // semaphores, never with sleeps.

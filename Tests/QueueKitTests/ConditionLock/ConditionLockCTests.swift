@@ -8,7 +8,7 @@ import Glibc
 import QueueKit
 import Testing
 
-// The condition lock (API.md section 3), through the C header as C programs call it, plus the
+// The condition lock (the header's section 3), through the C header as C programs call it, plus the
 // Swift generic API with an enum condition. Every wait is bounded: a thread that blocks runs in
 // the spawn and the test waits for it with a timeout; interleavings are forced by watching
 // the lock's waiter count, never by sleeping.

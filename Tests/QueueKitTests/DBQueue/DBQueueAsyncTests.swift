@@ -8,7 +8,7 @@ import Testing
 
 @testable import QueueKit
 
-// The DB queue's async forms (API.md section 5). Tasks run on a pool of two plain threads, so a
+// The DB queue's async forms (the header's section 5). Tasks run on a pool of two plain threads, so a
 // wait that blocked a thread instead of suspending would starve it; every wait is bounded by a
 // watchdog; interleavings are forced with the lane's waiter count and semaphores, never sleeps.
 

@@ -66,9 +66,9 @@ struct DBQueueDestroyTests {
     }
 
     /// Regression: the last reader to leave while a write is due decrements the reader count and
-    /// then takes the lane's lock to start that write. A `destroy` arriving in between used to see
-    /// no reader, run its pass and free the queue, under the reader's feet. Now the destroy waits
-    /// for that reader to start the write.
+    /// then takes the lane's lock to start that write. A `destroy` arriving in between must not
+    /// take the missing reader for an idle queue and free it under the reader's feet: it waits for
+    /// that reader to start the write.
     @Test("destroy waits for the last reader to finish leaving")
     func destroyWaitsForTheLastReaderToFinishLeaving() {
         let handle = Unchecked(qk_dbqueue_create("test.last-reader")!)

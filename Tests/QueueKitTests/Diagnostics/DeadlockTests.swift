@@ -9,7 +9,7 @@ import Testing
 
 @testable import QueueKit
 
-// Deadlocks across threads (API.md section 4): every scenario builds its ring with real
+// Deadlocks across threads (the header's section 4): every scenario builds its ring with real
 // synchronisation (a rendezvous once every thread holds its first resource), then lets each
 // thread make its closing call. Exactly one call of a ring must be refused with EDEADLK, having
 // run nothing; the others must then complete; every thread is waited for with a timeout, so a

@@ -16,7 +16,7 @@ import Testing
 // and fork() are tested by the C program Tests/LockOrder/lock_order.c.
 
 /// The lock-order reports received, by the threads whose calls closed a cycle.
-private final class OrderLog: @unchecked Sendable {
+final class OrderLog: @unchecked Sendable {
     static let shared = OrderLog()
     private let lock = NSLock()
     private var reports: [String] = []
@@ -26,7 +26,7 @@ private final class OrderLog: @unchecked Sendable {
 }
 
 /// Runs `body` on a new thread named `name` and waits for it (bounded).
-private func onThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
+func onThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
     let finished = finishes {
         _ = qkshim_thread_set_name(name)
         body()
@@ -35,7 +35,7 @@ private func onThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
 }
 
 /// Expects a call's status to be 0 (usable around closures that expect things themselves).
-private func ok(_ status: Int32, sourceLocation: SourceLocation = #_sourceLocation) {
+func ok(_ status: Int32, sourceLocation: SourceLocation = #_sourceLocation) {
     #expect(status == 0, sourceLocation: sourceLocation)
 }
 

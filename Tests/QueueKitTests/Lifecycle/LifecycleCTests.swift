@@ -9,7 +9,7 @@ import Testing
 
 @testable import QueueKit
 
-// Threads that die holding a condition lock (API.md section 7), through the C header as C programs
+// Threads that die holding a condition lock (the header's section 7), through the C header as C programs
 // call it, and the Swift API's `previousOwnerDied`. fork() is tested by the C program
 // Tests/Reliability/lifecycle.c (forking a process that runs Swift Testing is not safe).
 // Interleavings are forced with semaphores and by watching the lock's waiter queue; a thread's

@@ -8,7 +8,7 @@ import Glibc
 import QueueKit
 import Testing
 
-// A Queue as an actor's executor, and `await queue.perform { }` (API.md section 5). The actor's
+// A Queue as an actor's executor, and `await queue.perform { }` (the header's section 5). The actor's
 // isolation must be known on the queue whatever entered it: a C callback submitted with
 // qk_queue_async / qk_queue_sync may assert it, also further out through a sync hop.
 

@@ -181,14 +181,25 @@ package enum LockOrder {
         if barrier && !queue.isSerial { markWritten(LockOrderObject(queue), call: call, thenWaits: true) }
         let mode: LockOrderMode = barrier || queue.isSerial ? .exclusive : .shared
         _ = record(LockOrderObject(queue), mode, call: call, timed: false, state: state)
-        guard queue.isSerial else { return true }
+        // The targets dispatch acquires on the way down: a serial one alone; a concurrent one
+        // (not a global queue) shared, as the queue's blocks run there.
         var ancestor = queue.parent
         while let target = ancestor {
             let held = target.takeUnretainedValue()
-            if held.isSerial { _ = record(LockOrderObject(held), .exclusive, call: call, timed: false, state: state) }
+            if let mode = Self.targetMode(held) {
+                _ = record(LockOrderObject(held), mode, call: call, timed: false, state: state)
+            }
             ancestor = held.parent
         }
         return true
+    }
+
+    /// How a block of a queue holds `target`, a queue that queue targets: a serial one
+    /// exclusively, a concurrent one shared (its barrier holds it exclusively, and conflicts with
+    /// that), a global queue not at all.
+    @inline(__always)
+    static func targetMode(_ target: Queue) -> LockOrderMode? {
+        target.isSerial ? .exclusive : target.honoursBarriers ? .shared : nil
     }
 
     @usableFromInline @inline(never)
@@ -210,8 +221,8 @@ package enum LockOrder {
         var ancestor = queue.parent
         while let target = ancestor {
             let held = target.takeUnretainedValue()
-            if held.isSerial {
-                state.pointee.push(LockOrderObject(held).address, .exclusive, isBlock: true)
+            if let mode = Self.targetMode(held) {
+                state.pointee.push(LockOrderObject(held).address, mode, isBlock: true)
                 entries += 1
             }
             ancestor = held.parent
