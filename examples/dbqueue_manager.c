@@ -222,7 +222,7 @@ static void report_body(void *context) {
     (void)context;
     event_set(&reader_inside);
     event_wait(&write_submitted); /* a write is now pending behind this read */
-    audited = audit_total(1);     /* read -> audit queue -> read: the original pattern deadlocks here */
+    audited = audit_total(1); /* read -> audit queue -> read: the original pattern deadlocks here */
     if (audited != (long)ACCOUNTS * INITIAL_BALANCE)
         fail("audited total", audited, (long)ACCOUNTS * INITIAL_BALANCE);
     if (write_ran) order_violations++; /* the pending write must wait for this read */
@@ -259,7 +259,8 @@ static void nested_read_deadlock_scenario(void) {
     db_read(&ran, check_write_ran);
     if (ran != 1) fail("the pending write ran after the report", ran, 1);
     if (order_violations != 0) fail("the write waited for the outer read", order_violations, 0);
-    printf("nested-read scenario: nested read through the audit queue completed with a write pending\n");
+    printf("nested-read scenario: nested read through the audit queue completed with a write "
+           "pending\n");
 }
 
 /* ---------------------------------------------------------------------------------------- */
