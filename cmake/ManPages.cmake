@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Copyright QueueKit developers
 
-# Manual pages: section 3 for every exported function, section 7 `queuekit` for the overview and
-# one section-7 page per component, generated at build time from the documentation of
-# include/queuekit.h and the pages' supplements in docs/man/ (RETURN VALUE, ERRORS, EXAMPLES) by
+# Manual pages: section 3 for every exported function, section 7 `queuekit` for the overview,
+# one section-7 page per component and `queuekit-cpp` for <queuekit.hpp>, generated at build
+# time from the documentation of include/queuekit.h (and the opening comment of queuekit.hpp)
+# and the pages' supplements in docs/man/ (RETURN VALUE, ERRORS, EXAMPLES) by
 # scripts/manpages.py (nothing listed by hand: a new QK_EXPORT declaration gets its page, and the
 # build fails until it has its supplement), installed under share/man with the development files.
 #
@@ -23,7 +24,8 @@ add_custom_command(OUTPUT "${QK_MAN_DIR}.stamp"
           "${PROJECT_SOURCE_DIR}/include/queuekit.h" "${QK_MAN_DIR}" ${QK_MAN_FLAGS}
           --pages "${PROJECT_SOURCE_DIR}/docs/man"
   COMMAND "${CMAKE_COMMAND}" -E touch "${QK_MAN_DIR}.stamp"
-  DEPENDS "${PROJECT_SOURCE_DIR}/include/queuekit.h" "${PROJECT_SOURCE_DIR}/scripts/manpages.py"
+  DEPENDS "${PROJECT_SOURCE_DIR}/include/queuekit.h" "${PROJECT_SOURCE_DIR}/include/queuekit.hpp"
+          "${PROJECT_SOURCE_DIR}/scripts/manpages.py"
           ${QK_MAN_SUPPLEMENTS}
   COMMENT "Generating the manual pages from queuekit.h"
   VERBATIM)

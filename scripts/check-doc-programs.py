@@ -9,7 +9,8 @@ What counts as a program:
     QueueKit, in README.md, CONTRIBUTING.md, docs/**/*.md, Benchmarks/README.md and the DocC
     articles (Sources/**/*.docc/**/*.md);
   - docs/**/*.c and docs/**/*.cpp;
-  - the EXAMPLES section of every installed manual page that has a `main` function.
+  - the EXAMPLES section of every installed manual page that has a `main` function (C++ when it
+    includes <queuekit.hpp>).
 
 C programs are built with gcc (-std=gnu17, as `cc` builds), C++ programs with g++ (-std=c++17) against <queuekit.hpp> (skipped,
 and said so, while the installed prefix has no queuekit.hpp), both with -Wall -Wextra -Werror and
@@ -89,8 +90,9 @@ def manpage_programs(mandir):
         if not code:
             continue
         body = "\n".join(unroff(line) for line in code.group(1).split("\n")) + "\n"
-        if is_program("c", body):
-            found.append(Program(os.path.relpath(path, ROOT) + " EXAMPLES", "c", body))
+        language = "c++" if re.search(r"#include\s*<queuekit\.hpp>", body) else "c"
+        if is_program(language, body):
+            found.append(Program(os.path.relpath(path, ROOT) + " EXAMPLES", language, body))
     return found
 
 

@@ -12,7 +12,9 @@ it. This script turns it into
   - queuekit.7, the overview: the header's opening comment, the table of statuses (from
     QK_STATUS_MAP, the one status list), and each header section's types, macros and functions.
   - one section-7 page per numbered header section, the component (queuekit-queue.7, ...): its
-    types, functions and a complete program.
+    types, functions and a complete program;
+  - queuekit-cpp.7, the C++ layer, from the opening comment of <queuekit.hpp> (beside the header),
+    when that header exists.
 Nothing is listed by hand: a function declared with QK_EXPORT gets its page; a declaration of it
 without a doc comment is an error.
 
@@ -356,6 +358,34 @@ def component_page(page, section, members, header_text, statuses, version, suppl
     return out
 
 
+def cpp_page(hpp, version, supplement):
+    """queuekit-cpp(7): the opening comment of <queuekit.hpp>, its classes, and a C++ program."""
+    text = open(hpp, encoding="utf-8").read()
+    opening = re.search(r"/\*(.*?)\*/", text, re.S)
+    if not opening:
+        raise PageError("queuekit-cpp: queuekit.hpp has no opening comment")
+    lines = doc_lines("/**" + opening.group(1) + "*/")
+    # "queuekit.hpp — the C++ interface of QueueKit: ..." names the page; the class list below
+    # it is the synopsis.
+    summary = re.sub(r"^\S+\s+\S+\s+", "", lines[0]).rstrip(".")
+    body = lines[1:]
+    classes = [l.strip() for l in body if re.match(r"\s+qk::\w+", l)]
+    description = [re.sub(r"namespace qk:$", "namespace qk (its classes: SYNOPSIS).", l)
+                   for l in body if not re.match(r"\s+qk::\w+", l)]
+    out = title("QUEUEKIT-CPP", 7, version)
+    out += [".SH NAME", f"queuekit-cpp \\- {escape(summary)}"]
+    out += [".SH LIBRARY"] + LIBRARY
+    out += [".SH SYNOPSIS", ".nf", ".B #include <queuekit.hpp>", ".PP"]
+    out += [line_start(escape(c)) for c in classes]
+    out += [".PP", "c++ \\-std=c++17 program.cpp $(pkg\\-config \\-\\-cflags \\-\\-libs queuekit)", ".fi"]
+    out += [".SH DESCRIPTION"] + paragraphs(description)
+    out += [".SH RETURN VALUE"] + paragraphs(supplement["RETURN VALUE"])
+    out += [".SH ERRORS"] + paragraphs(supplement["ERRORS"])
+    out += example_section(supplement["EXAMPLES"])
+    out += see_also([("queuekit", 7)] + [(page, 7) for page in COMPONENTS.values()])
+    return out
+
+
 def overview_page(intro, items, statuses, version, supplement, components):
     out = title("QUEUEKIT", 7, version)
     heading = intro[0] if intro else "queuekit.h"
@@ -437,6 +467,11 @@ def pages(header, version, pages_dir=DEFAULT_PAGES):
     extra = supplement("queuekit")
     if extra:
         add("queuekit.7", lambda: overview_page(intro, items, statuses, version, extra, components))
+    hpp = os.path.join(os.path.dirname(header), "queuekit.hpp")
+    if os.path.exists(hpp):
+        extra = supplement("queuekit-cpp")
+        if extra:
+            add("queuekit-cpp.7", lambda: cpp_page(hpp, version, extra))
     if problems:
         raise SystemExit("manpages: pages incomplete:\n  " + "\n  ".join(problems))
     return result
