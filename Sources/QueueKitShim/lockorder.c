@@ -3,6 +3,7 @@
 
 #define _GNU_SOURCE
 #include "queuekit_shim_lockorder.h"
+#include "queuekit_shim.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -25,7 +26,7 @@ static void (*qkshim_lockorder_on_exit)(void *state);
 static void qkshim_lockorder_thread_exit(void *state) {
     qkshim_tls_lockorder = NULL;
     void (*on_exit)(void *) = __atomic_load_n(&qkshim_lockorder_on_exit, __ATOMIC_ACQUIRE);
-    if (state != NULL && on_exit != NULL) on_exit(state);
+    if (state != NULL && on_exit != NULL) qkshim_run_exit_hook(on_exit, state);
 }
 
 static void qkshim_lockorder_make_key(void) {

@@ -300,6 +300,8 @@ void qkshim_tsan_acquire(const void *token);
  * ordered by synchronisation the sanitizer cannot see. */
 void qkshim_tsan_internal_begin(void);
 void qkshim_tsan_internal_end(void);
+/* Runs a thread-exit hook of QueueKit's with all of it hidden from ThreadSanitizer (as above). */
+void qkshim_run_exit_hook(void (*hook)(void *), void *argument);
 /* Around user code run from inside QueueKit's own code, whose accesses are recorded: begin
  * returns the depth of the internal code it interrupts, end restores it. */
 unsigned qkshim_tsan_user_code_begin(void);
