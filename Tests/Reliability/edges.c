@@ -7,8 +7,9 @@
  * the queue (with CPU-hog threads so that the writer is preempted inside the call), the last
  * reference released inside the queue's own barrier_sync (run it under valgrind), forks while
  * another thread holds an internal lock (each child under alarm()), a DB queue idle at a fork
- * (its worker finishing) used in the child, the stall watch in a child, labels that are not
- * UTF-8. Each case bounds its waits; a failure prints its line and the program exits 1.
+ * (its worker finishing) used in the child, the stall watch in a child, a ring through a
+ * concurrent target queue (refused once, not hung), labels that are not UTF-8. Each case bounds
+ * its waits; a failure prints its line and the program exits 1.
  */
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -250,6 +251,83 @@ static void fork_after_flush(void) {
 
 /* ---- labels are bytes ------------------------------------------------------------------------ */
 
+/* ---- a ring through a concurrent target queue ----------------------------------------------- */
+
+/* T1 holds lock L and syncs onto serial queue X, which targets concurrent queue C; T2 runs a
+ * barrier of C and locks L. X's block would run on C behind the barrier, which waits for L:
+ * exactly one of the two calls is refused (EDEADLK), the other runs, nothing hangs. */
+static qk_queue_t *ring_concurrent, *ring_serial;
+static qk_condlock_t *ring_lock;
+static pthread_barrier_t ring_meet;
+static atomic_int ring_refused, ring_ran;
+
+static void ignore_report(void *context, const char *report) {
+    (void)context;
+    (void)report;
+}
+
+static void ring_count(int status) {
+    if (status == EDEADLK) atomic_fetch_add(&ring_refused, 1);
+}
+
+static void ring_ran_once(void *context) {
+    (void)context;
+    atomic_fetch_add(&ring_ran, 1);
+}
+
+static void ring_barrier_body(void *context) {
+    (void)context;
+    pthread_barrier_wait(&ring_meet);
+    int status = qk_condlock_lock(ring_lock);
+    ring_count(status);
+    if (status == 0) {
+        ring_ran_once(NULL);
+        qk_condlock_unlock(ring_lock);
+    }
+}
+
+static void *ring_barrier(void *argument) {
+    (void)argument;
+    ring_count(qk_queue_barrier_sync(ring_concurrent, NULL, ring_barrier_body));
+    return NULL;
+}
+
+static void *ring_syncer(void *argument) {
+    (void)argument;
+    qk_condlock_lock(ring_lock);
+    pthread_barrier_wait(&ring_meet);
+    ring_count(qk_queue_sync(ring_serial, NULL, ring_ran_once));
+    qk_condlock_unlock(ring_lock);
+    return NULL;
+}
+
+static void ring_through_concurrent_target(int rounds) {
+    ring_concurrent = qk_queue_create("ring.concurrent", QK_QUEUE_CONCURRENT);
+    ring_serial = qk_queue_create_with_target("ring.serial", QK_QUEUE_SERIAL, ring_concurrent);
+    ring_lock = qk_condlock_create(0);
+    qk_condlock_set_name(ring_lock, "ring.lock");
+    qk_set_deadlock_handler(ignore_report, NULL);
+    alarm(60); /* a hang fails the program instead of the CI run */
+    for (int round = 0; round < rounds; round++) {
+        atomic_store(&ring_refused, 0);
+        atomic_store(&ring_ran, 0);
+        pthread_barrier_init(&ring_meet, NULL, 2);
+        pthread_t barrier, syncer;
+        pthread_create(&barrier, NULL, ring_barrier, NULL);
+        pthread_create(&syncer, NULL, ring_syncer, NULL);
+        pthread_join(barrier, NULL);
+        pthread_join(syncer, NULL);
+        pthread_barrier_destroy(&ring_meet);
+        CHECK_EQ(atomic_load(&ring_refused), 1);
+        CHECK_EQ(atomic_load(&ring_ran), 1);
+    }
+    alarm(0);
+    qk_set_deadlock_handler(NULL, NULL);
+    CHECK_EQ(qk_condlock_destroy(ring_lock), 0);
+    qk_queue_release(ring_serial);
+    qk_queue_release(ring_concurrent);
+}
+
 /* ---- the stall watch in a forked child --------------------------------------------------- */
 
 /* The parent turns the watch on; in the child (whose watcher thread did not survive the fork) a
@@ -318,6 +396,7 @@ int main(int argc, char **argv) {
 #endif
     write_async_racing_destroy(iterations);
     release_inside_own_sync();
+    ring_through_concurrent_target(under_valgrind ? 5 : 50);
     if (!under_valgrind) {
         fork_while_setting_specifics();
         fork_while_growing_the_write_pool();
