@@ -330,39 +330,51 @@ static void ring_through_concurrent_target(int rounds) {
 
 /* ---- the stall watch in a forked child --------------------------------------------------- */
 
-/* The parent turns the watch on; in the child (whose watcher thread did not survive the fork) a
- * wait that outlasts the threshold still reaches the handler. */
+/* The parent turns the watch on and sees it report; in the child (whose watcher thread did not
+ * survive the fork) a wait that outlasts the threshold still reaches the handler. */
 static sem_t stall_reported;
+static const char *_Atomic stall_marker;
 
 static void note_stall(void *context, const char *report) {
     (void)context;
-    if (strstr(report, "stall-in-child") != NULL) sem_post(&stall_reported);
+    if (strstr(report, atomic_load(&stall_marker)) != NULL) sem_post(&stall_reported);
 }
 
 static void *wait_for_lock(void *argument) {
-    int status = qk_condlock_lock_until(argument, qk_now_ns() + 5000000000ull);
+    int status = qk_condlock_lock_until(argument, qk_now_ns() + 3000000000ull);
     if (status == 0) qk_condlock_unlock(argument);
     return NULL;
+}
+
+/* A wait of another thread on a lock named `name`, held here until the stall handler reported
+ * it (3 s at most): 0 when it did; otherwise the step that failed. */
+static int stall_reported_for(const char *name) {
+    atomic_store(&stall_marker, name);
+    qk_condlock_t *lock = qk_condlock_create(0);
+    qk_condlock_set_name(lock, name);
+    if (qk_condlock_lock(lock) != 0) return 2;
+    pthread_t waiter;
+    if (pthread_create(&waiter, NULL, wait_for_lock, lock) != 0) return 3;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 3;
+    int reported = sem_timedwait(&stall_reported, &deadline) == 0;
+    qk_condlock_unlock(lock);
+    pthread_join(waiter, NULL);
+    qk_condlock_destroy(lock);
+    return reported ? 0 : 4;
 }
 
 static void stall_watch_in_child(void) {
     CHECK_EQ(sem_init(&stall_reported, 0, 0), 0);
     CHECK_EQ(qk_set_stall_handler(20000000ull, note_stall, NULL), 0); /* 20 ms */
+    /* The watcher runs (and has reported once) before the fork: the fork does not catch the
+     * thread in the middle of starting. */
+    CHECK_EQ(stall_reported_for("stall-in-parent"), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        alarm(CHILD_SECONDS);
-        qk_condlock_t *lock = qk_condlock_create(0);
-        qk_condlock_set_name(lock, "stall-in-child");
-        if (qk_condlock_lock(lock) != 0) _exit(2);
-        pthread_t waiter;
-        if (pthread_create(&waiter, NULL, wait_for_lock, lock) != 0) _exit(3);
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += 4;
-        int reported = sem_timedwait(&stall_reported, &deadline) == 0;
-        qk_condlock_unlock(lock);
-        pthread_join(waiter, NULL);
-        _exit(reported ? 0 : 4);
+        alarm(2 * CHILD_SECONDS);
+        _exit(stall_reported_for("stall-in-child"));
     }
     int status = 0;
     CHECK_EQ(waitpid(pid, &status, 0), pid);

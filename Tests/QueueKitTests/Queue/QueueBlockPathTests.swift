@@ -84,11 +84,13 @@ struct QueueBlockPathTests {
             await actor.touch()
             jobDone.signal()
         }
-        // A plain sync now waits behind the job (and, for dispatch, behind the running reader),
-        // which waits for the lock the syncing thread holds: a ring, one of whose calls is refused.
+        // Once the reader waits for the lock the syncing thread holds (its wait published), a
+        // plain sync onto the queue waits for the running reader (and behind the job): a ring,
+        // one of whose calls is refused.
         let syncer = spawn {
             record("locker") { () throws(QueueKitError) in try lock.lock() }
             goOn.signal()
+            #expect(eventually { Diagnostics.waitReport().contains("block-path.lock") })
             record("sync") { () throws(QueueKitError) in
                 do { try queue.sync {} } catch let error as QueueKitError { throw error } catch {}
             }
