@@ -178,6 +178,29 @@ static void fork_while_setting_specifics(void) {
     qk_queue_release(queue);
 }
 
+/* The lock-order witness's mode changes under a lock of its own: a child forked while another
+ * thread changes the mode changes it too. */
+static void *toggle_lock_order(void *argument) {
+    (void)argument;
+    while (atomic_load(&racing)) {
+        qk_set_lock_order_mode(QK_LOCK_ORDER_REPORT);
+        qk_set_lock_order_mode(QK_LOCK_ORDER_OFF);
+    }
+    return NULL;
+}
+
+static int child_sets_lock_order(void *argument) {
+    (void)argument;
+    if (qk_set_lock_order_mode(QK_LOCK_ORDER_REPORT) != 0) return 2;
+    if (qk_set_lock_order_mode(QK_LOCK_ORDER_OFF) != 0) return 3;
+    return qk_lock_order_mode() == QK_LOCK_ORDER_OFF ? 0 : 4;
+}
+
+static void fork_while_changing_lock_order(void) {
+    CHECK_EQ(fork_racing(toggle_lock_order, NULL, child_sets_lock_order), 0);
+    qk_set_lock_order_mode(QK_LOCK_ORDER_OFF);
+}
+
 /* The write-node pool grows (under its lock) when every node is in use: a write that blocks the
  * worker keeps the writes behind it pending, so each burst of submissions grows the pool. */
 static sem_t gate, gate_entered;
@@ -412,6 +435,7 @@ int main(int argc, char **argv) {
     if (!under_valgrind) {
         fork_while_setting_specifics();
         fork_while_growing_the_write_pool();
+        fork_while_changing_lock_order();
         fork_after_flush();
         stall_watch_in_child();
     }

@@ -144,6 +144,11 @@ final class ThreadRecord: @unchecked Sendable {
     /// The numbers of the threads that exited most recently (having had a record), oldest first:
     /// how a report names a lock holder that is gone.
     private static let recentlyExited = Lock<[UInt64]>([])
+
+    // fork(): no thread is inside the list of exited threads at a fork (`Lifecycle.swift`).
+    static func prepareExitedForFork() { recentlyExited.acquireForFork() }
+    static func resumeExitedInParent() { recentlyExited.releaseInParent() }
+    static func resumeExitedInChild() { recentlyExited.releaseInChild() }
     private static let recentlyExitedLimit = 1024
 
     /// Whether the thread numbered `number` is known to have exited (among the last
@@ -156,6 +161,8 @@ final class ThreadRecord: @unchecked Sendable {
 extension ThreadRecord {
     /// In a forked child, with the registry's lock held: every thread but `survivor` is gone.
     static func forgetThreadsLostInFork(_ records: inout [UInt64: ThreadRecord], survivor: UInt64) {
+        // Another thread may have been reading the survivor's name at the fork.
+        records[survivor]?.cachedName.releaseInChild()
         for (number, record) in records where number != survivor {
             record.hasExited = true
             records[number] = nil

@@ -119,12 +119,16 @@ package enum Fork {
 }
 
 private let forkPrepare: @convention(c) () -> Void = {
+    // A mode change of the witness takes its graph's lock inside.
+    LockOrder.prepareForFork()
     // The deadlock detector's locks come first: a search takes the records' registry, lock
     // guards and names inside them.
     Diagnostics.deadlockHandler.acquireForFork()
     StallWatch.prepareForFork()
     WaitRegistry.detector.acquireForFork()
     ThreadRecord.registry.acquireForFork()
+    ThreadRecord.prepareExitedForFork()
+    SuspendedWaits.prepareForFork()
     LiveConditionLocks.prepareForFork()
     LiveSpecifics.prepareForFork()
     WriteNodePool.prepareForFork()
@@ -134,10 +138,13 @@ private let forkParent: @convention(c) () -> Void = {
     WriteNodePool.resumeInParent()
     LiveSpecifics.resumeInParent()
     LiveConditionLocks.resumeInParent()
+    SuspendedWaits.resumeInParent()
+    ThreadRecord.resumeExitedInParent()
     ThreadRecord.registry.releaseInParent()
     WaitRegistry.detector.releaseInParent()
     StallWatch.resumeInParent()
     Diagnostics.deadlockHandler.releaseInParent()
+    LockOrder.resumeInParent()
 }
 
 private let forkChild: @convention(c) () -> Void = {
@@ -145,6 +152,8 @@ private let forkChild: @convention(c) () -> Void = {
     WriteNodePool.resumeInChild()
     LiveSpecifics.resumeInChild()
     LiveConditionLocks.resumeInChild(survivor: survivor)
+    SuspendedWaits.resumeInChild()
+    ThreadRecord.resumeExitedInChild()
     ThreadRecord.registry.releaseInChild { records in ThreadRecord.forgetThreadsLostInFork(&records, survivor: survivor)
     }
     // The waits of the threads that did not survive went with them (the forking thread waits

@@ -101,6 +101,11 @@ enum SuspendedWaits {
         registry.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(waiter)) }
     }
 
+    // fork(): no thread is inside the registry at a fork (the hooks in `Lifecycle.swift`).
+    static func prepareForFork() { registry.acquireForFork() }
+    static func resumeInParent() { registry.releaseInParent() }
+    static func resumeInChild() { registry.releaseInChild() }
+
     /// The suspended tasks, longest-waiting first (a snapshot).
     static var all: [SuspendedWaiter] {
         registry.withLock { Array($0.values) }.sorted { $0.since < $1.since }

@@ -405,8 +405,20 @@ package enum LockOrder {
     // MARK: fork()
 
     /// In a forked child the graph starts empty: the parent's is abandoned (leaked, never walked:
-    /// a thread that did not survive may have been changing it), the graph's and the handler's
-    /// locks are made afresh, and the forking thread's cached edges go stale. Its held set stays.
+    /// a thread that did not survive may have been changing it), the graph's, the handler's and
+    /// the mode change's locks are made afresh, and the forking thread's cached edges go stale.
+    /// Its held set stays.
+    /// The fork's prepare hook (`Lifecycle.swift`): no thread is changing the mode at the fork,
+    /// and the witness's lazily made globals are made (a first use in progress on another thread
+    /// is waited for): a child never waits for an initialisation that a lost thread had begun.
+    static func prepareForFork() {
+        modeChange.acquireForFork()
+        withExtendedLifetime(graph) {}
+        withExtendedLifetime(handler) {}
+    }
+
+    static func resumeInParent() { modeChange.releaseInParent() }
+
     private static func installForkHandler() {
         pthread_atfork(nil, nil, lockOrderForkChild)
     }
@@ -420,6 +432,7 @@ package enum LockOrder {
             qkshim_lockorder_nodes_clear()
         }
         handler.releaseInChild()
+        modeChange.releaseInChild()
         qkshim_lockorder_epoch_bump()
     }
 
