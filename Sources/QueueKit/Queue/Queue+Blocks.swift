@@ -20,12 +20,12 @@ extension Queue {
 
     /// The checks every call that runs a block makes first: the queue runs blocks (it is not a
     /// DB queue's identity-only queue: `invalidArgument`), and the process is not a forked child
-    /// (dispatch's threads are gone there: `notRecoverable`).
+    /// (dispatch's threads are gone there: `notRecoverable`). It reads the raw `dispatch_queue_t`,
+    /// so the round trips' hot path takes no reference to the `DispatchQueue`.
     @inline(__always)
-    func checkRunnable() throws(QueueKitError) -> DispatchQueue {
-        guard let dispatchQueue else { throw .invalidArgument }
+    func checkRunnable() throws(QueueKitError) {
+        guard dispatchObject != nil else { throw .invalidArgument }
         if _slowPath(Fork.isChild) { throw .notRecoverable }
-        return dispatchQueue
     }
 
     /// A block about to be submitted through dispatch, a barrier or not (a barrier flag counts

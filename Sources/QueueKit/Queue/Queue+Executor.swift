@@ -30,7 +30,10 @@ extension Queue: SerialExecutor {
         // Only executor-capable queues hand out an executor, so the queue runs blocks; in a
         // forked child no thread could ever run the job.
         let dispatchQueue: DispatchQueue
-        do { dispatchQueue = try checkRunnable() } catch {
+        do {
+            try checkRunnable()
+            dispatchQueue = self.dispatchQueue.unsafelyUnwrapped
+        } catch {
             qkshim_fatal(
                 "QueueKit: an actor job enqueued on queue '\(label)' in a forked child: no thread can run it there")
         }
@@ -84,7 +87,8 @@ extension Queue {
         isolation: isolated (any Actor)? = #isolation,
         _ body: @escaping @Sendable () throws -> R
     ) async throws -> R {
-        let dispatchQueue = try checkRunnable()
+        try checkRunnable()
+        let dispatchQueue = self.dispatchQueue.unsafelyUnwrapped
         if check(.onQueue) { return try body() }
         let block = admit(barrier: false)
         return try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in

@@ -130,7 +130,7 @@ extension Queue {
     package func submit(barrier: Bool, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction)
         throws(QueueKitError)
     {
-        _ = try checkRunnable()
+        try checkRunnable()
         if barrier && honoursBarriers && !isSerial { LockOrder.writing(self, call: "qk_queue_barrier_async") }
         // malloc itself: the allocator's per-thread cache, without the aligned-allocation detour.
         guard let memory = malloc(MemoryLayout<AsyncNode>.stride) else { throw .outOfMemory }

@@ -243,7 +243,7 @@ public final class Queue: @unchecked Sendable {
     /// the call in reports.
     @usableFromInline
     package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
-        _ = try checkRunnable()
+        try checkRunnable()
         let barrier = barrier && honoursBarriers
         let caller = ExecutionContext.innermost
         if caller != nil {
@@ -254,14 +254,18 @@ public final class Queue: @unchecked Sendable {
                 if barrier { throw .wouldDeadlock }
                 return SyncRoute(inlineFrom: caller, exclusive: false)
             case .none:
-                var ancestor = target
-                while let held = ancestor {
-                    switch ExecutionContext.hold(of: held, from: caller) {
-                    case .exclusive: throw .wouldDeadlock
-                    case .shared where held.honoursBarriers: throw .wouldDeadlock
-                    case .shared, .none: break
+                // The targets through `parent`: a walk on the hot path takes no references.
+                var ancestor = parent
+                while let next = ancestor {
+                    let deadlocks = next._withUnsafeGuaranteedRef { held -> Bool in
+                        switch ExecutionContext.hold(of: held, from: caller) {
+                        case .exclusive: return true
+                        case .shared: return held.honoursBarriers
+                        case .none: return false
+                        }
                     }
-                    ancestor = held.target
+                    if deadlocks { throw .wouldDeadlock }
+                    ancestor = next._withUnsafeGuaranteedRef { $0.parent }
                 }
             }
         }
@@ -286,7 +290,7 @@ public final class Queue: @unchecked Sendable {
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
     @usableFromInline
     package func performRoute(call: StaticString) throws(QueueKitError) -> SyncRoute {
-        _ = try checkRunnable()
+        try checkRunnable()
         let caller = ExecutionContext.innermost
         let hold = ExecutionContext.hold(of: self, from: caller)
         if hold != .none { return SyncRoute(inlineFrom: caller, exclusive: hold == .exclusive) }
