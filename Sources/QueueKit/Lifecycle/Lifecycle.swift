@@ -161,6 +161,7 @@ private let forkChild: @convention(c) () -> Void = {
     qkshim_waiting_reset()
     WaitRegistry.detector.releaseInChild()
     Diagnostics.deadlockHandler.releaseInChild()
+    LockOrder.resumeInChild()
     // Last: the new watcher thread may take the locks above at once.
     StallWatch.resumeInChild()
 }

@@ -63,9 +63,9 @@ package enum LockOrder {
     package static func setHandler(_ new: ReportHandler) { handler.withLock { $0 = new } }
 
     /// The graph, `nil` while the witness is off (or before its first use, when the environment
-    /// turned it on at load). The fork child hook abandons it (see ``installForkHandler``).
+    /// turned it on at load). The fork child hook abandons it (see ``resumeInChild()``).
     private static let graph: Lock<LockOrderGraph?> = {
-        installForkHandler()
+        Fork.installHooks()
         return Lock(nil)
     }()
 
@@ -404,10 +404,10 @@ package enum LockOrder {
 
     // MARK: fork()
 
-    /// In a forked child the graph starts empty: the parent's is abandoned (leaked, never walked:
-    /// a thread that did not survive may have been changing it), the graph's, the handler's and
-    /// the mode change's locks are made afresh, and the forking thread's cached edges go stale.
-    /// Its held set stays.
+    /// In a forked child (the child hook in `Lifecycle.swift`) the graph starts empty: the
+    /// parent's is abandoned (leaked, never walked: a thread that did not survive may have been
+    /// changing it), the graph's, the handler's and the mode change's locks are made afresh, and
+    /// the forking thread's cached edges go stale. Its held set stays.
     /// The fork's prepare hook (`Lifecycle.swift`): no thread is changing the mode at the fork,
     /// and the witness's lazily made globals are made (a first use in progress on another thread
     /// is waited for): a child never waits for an initialisation that a lost thread had begun.
@@ -419,11 +419,7 @@ package enum LockOrder {
 
     static func resumeInParent() { modeChange.releaseInParent() }
 
-    private static func installForkHandler() {
-        pthread_atfork(nil, nil, lockOrderForkChild)
-    }
-
-    fileprivate static func resumeInChild() {
+    static func resumeInChild() {
         graph.releaseInChild { graph in
             // Abandoned: never walked, never freed (a thread that did not survive may have been
             // changing it), but kept reachable, as what it is, rather than left to look like a leak.
@@ -452,5 +448,3 @@ package enum LockOrder {
         }
     #endif
 }
-
-private let lockOrderForkChild: @convention(c) () -> Void = { LockOrder.resumeInChild() }
