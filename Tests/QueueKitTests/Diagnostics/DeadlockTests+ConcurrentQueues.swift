@@ -14,15 +14,13 @@ import Testing
 // barrier that QueueKit submitted. QueueKit cannot see dispatch's queue, so such a ring is
 // refused whenever it could close.
 extension DeadlockTests {
-    /// A reader of concurrent queue C waits for lock L; the thread holding L syncs onto C while
-    /// C has a barrier queued that QueueKit never saw (sent to C's dispatch queue directly, as a
-    /// program holding `DispatchQueue.current` can). Dispatch queues the `sync` behind the barrier,
-    /// which waits for the reader: a ring, refused once instead of hanging.
-    @Test(
-        "a plain sync that dispatch queues behind a barrier QueueKit never saw, whose reader waits for the syncer's lock"
-    )
-    func plainSyncQueuedByDispatchAlone() {
-        let tag = unique("dispatch-queued")
+    /// A reader of concurrent queue C waits for lock L; the thread holding L syncs onto C while a
+    /// barrier is queued behind the reader: submitted through QueueKit, or sent to C's dispatch
+    /// queue directly (QueueKit never sees it), as a program holding `DispatchQueue.current` can.
+    /// Dispatch queues the `sync` behind the barrier, which waits for the reader: a ring, refused
+    /// once instead of hanging.
+    func plainSyncBehindQueuedBarrier(submittedThroughQueueKit: Bool) {
+        let tag = unique(submittedThroughQueueKit ? "behind-barrier" : "dispatch-queued")
         let queue = CQueue.create("\(tag).c", QK_QUEUE_CONCURRENT)
         let lock = DLock("\(tag).lock")
         defer {
@@ -45,15 +43,19 @@ extension DeadlockTests {
             done.signal()
         }
         #expect(waits(for: readerIn))
-        guard let dispatchQueue = underneath.value else {
+        let barrier: @Sendable () -> Void = {
+            outcomes.didRun("barrier")
+            done.signal()
+        }
+        if submittedThroughQueueKit {
+            #expect(queue.barrierAsync(barrier) == 0)
+        } else if let dispatchQueue = underneath.value {
+            dispatchQueue.async(flags: .barrier, execute: barrier)
+        } else {
             Issue.record("DispatchQueue.current is nil inside a block of a QueueKit queue")
             goOn.signal()
             _ = waits(for: done)
             return
-        }
-        dispatchQueue.async(flags: .barrier) {
-            outcomes.didRun("barrier")
-            done.signal()
         }
         let syncer = spawn {
             name("syncer")
@@ -69,4 +71,12 @@ extension DeadlockTests {
         let report = ReportLog.shared.reports(mentioning: tag).first ?? ""
         #expect(report.contains("concurrent queue \"\(tag).c\""), "\(report)")
     }
+
+    @Test("a sync behind a pending barrier, whose reader waits for the syncing thread's lock")
+    func syncBehindPendingBarrier() { plainSyncBehindQueuedBarrier(submittedThroughQueueKit: true) }
+
+    @Test(
+        "a plain sync that dispatch queues behind a barrier QueueKit never saw, whose reader waits for the syncer's lock"
+    )
+    func plainSyncQueuedByDispatchAlone() { plainSyncBehindQueuedBarrier(submittedThroughQueueKit: false) }
 }

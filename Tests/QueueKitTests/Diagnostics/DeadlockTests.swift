@@ -344,46 +344,6 @@ struct DeadlockTests {
         #expect(ReportLog.shared.reports(mentioning: tag).count == 1)
     }
 
-    @Test("a sync behind a pending barrier, whose reader waits for the syncing thread's lock")
-    func syncBehindPendingBarrier() {
-        let tag = unique("behind-barrier")
-        let queue = CQueue.create("\(tag).c", QK_QUEUE_CONCURRENT)
-        let lock = DLock("\(tag).lock")
-        defer {
-            queue.release()
-            _ = lock.destroy()
-        }
-        let readerIn = DispatchSemaphore(value: 0)
-        let goOn = DispatchSemaphore(value: 0)
-        let outcomes = Outcomes()
-        let done = DispatchSemaphore(value: 0)
-        queue.async {
-            readerIn.signal()
-            _ = goOn.wait(timeout: .now() + testTimeout)
-            let status = lock.lock()
-            outcomes.record("reader", status)
-            if status == 0 { _ = lock.unlock() }
-            done.signal()
-        }
-        #expect(waits(for: readerIn))
-        // A barrier queued behind the running reader; a sync after it waits for it.
-        queue.barrierAsync {
-            outcomes.didRun("barrier")
-            done.signal()
-        }
-        let syncer = spawn {
-            name("syncer")
-            #expect(lock.lock() == 0)
-            goOn.signal()
-            let status = queue.sync { outcomes.didRun("sync") }
-            outcomes.record("sync", status)
-            #expect(lock.unlock() == 0)
-        }
-        #expect(waits(for: syncer) && waits(for: done) && waits(for: done))
-        #expect(outcomes.refusedCount == 1, "statuses: \(outcomes.all)")
-        #expect(outcomes.runs.contains("barrier"))
-    }
-
     @Test("a DB-queue reader syncing onto a queue whose block writes the DB queue")
     func readerSyncsOntoAWritingBlock() {
         let tag = unique("db-reader")
