@@ -172,7 +172,9 @@ template <class E = std::intptr_t> class QK_CAPABILITY("mutex") condition_lock {
      *  otherwise releases the lock (handing it to the first waiter the condition satisfies),
      *  waits, and returns holding it with pred true. Only the waiter whose predicate holds is
      *  woken. Called without the lock: one line on stderr, then std::terminate(). Throws
-     *  std::system_error EDEADLK when the wait would close a cycle. */
+     *  std::system_error EDEADLK when the wait would close a cycle, and then, as
+     *  qk_condlock_await, the caller no longer holds the lock (a std::unique_lock around the
+     *  call must release() it before it unwinds). */
     template <class P> void await(P pred) QK_REQUIRES(this) {
         detail::predicate_thunk<E, P> t(pred);
         int status = qk_condlock_await(handle_, &detail::qk_cxx_test_trampoline, test_context(t));
