@@ -49,10 +49,7 @@ extension DBQueue {
         if lane.withLockIfAvailable({ $0 = Lane() }) == nil { lane.releaseInChild { $0 = Lane() } }
         nextTarget.store(.max, ordering: .relaxed)
         workerState.store(Self.workerIdle, ordering: .relaxed)
-        if !quiet {
-            writeRunning.store(false, ordering: .relaxed)
-            brokenByFork.store(true, ordering: .relaxed)
-        }
+        if !quiet { brokenByFork.store(true, ordering: .relaxed) }
         // Only this thread's own read or write survives, and it will end as usual (a read in its
         // slot leaves its slot; the other readers in slots are gone).
         let ownSlot = forgetVisibleReaders()

@@ -41,7 +41,7 @@ struct WaitGraph {
 
     /// Whether the chain starting at `frame` holds what a `sync` onto `queue` waits for: the
     /// queue itself, held in any way, and every queue it targets that dispatch acquires on the way
-    /// down (a serial one, or a concurrent one that honours barriers), held in any way.
+    /// down (``Queue/chainHoldsTarget(from:)``).
     ///
     /// A plain `sync` onto a concurrent queue counts as waiting for every block running there,
     /// not only behind a pending barrier: dispatch lets a `sync` in at once only while nothing is
@@ -52,15 +52,7 @@ struct WaitGraph {
     /// single-thread rules of `syncRoute` are), never left to hang when it does.
     static func holds(_ frame: UnsafePointer<ExecutionFrame>?, of queue: Queue) -> Bool {
         guard let frame else { return false }
-        if ExecutionContext.hold(of: queue, from: frame) != .none { return true }
-        var ancestor = queue.target
-        while let target = ancestor {
-            if target.isSerial || target.honoursBarriers, ExecutionContext.hold(of: target, from: frame) != .none {
-                return true
-            }
-            ancestor = target.target
-        }
-        return false
+        return ExecutionContext.hold(of: queue, from: frame) != .none || queue.chainHoldsTarget(from: frame)
     }
 
     /// A ring of waits from `start` back to it: `[start, holder of start's wait, …]`, each

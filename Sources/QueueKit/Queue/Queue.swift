@@ -254,19 +254,7 @@ public final class Queue: @unchecked Sendable {
                 if barrier { throw .wouldDeadlock }
                 return SyncRoute(inlineFrom: caller, exclusive: false)
             case .none:
-                // The targets through `parent`: a walk on the hot path takes no references.
-                var ancestor = parent
-                while let next = ancestor {
-                    let deadlocks = next._withUnsafeGuaranteedRef { held -> Bool in
-                        switch ExecutionContext.hold(of: held, from: caller) {
-                        case .exclusive: return true
-                        case .shared: return held.honoursBarriers
-                        case .none: return false
-                        }
-                    }
-                    if deadlocks { throw .wouldDeadlock }
-                    ancestor = next._withUnsafeGuaranteedRef { $0.parent }
-                }
+                if chainHoldsTarget(from: caller) { throw .wouldDeadlock }
             }
         }
         guard LockOrder.willSync(onto: self, barrier: barrier, call: call) else { throw .wouldDeadlock }
@@ -285,6 +273,24 @@ public final class Queue: @unchecked Sendable {
         }
         if refused { throw .wouldDeadlock }
         return SyncRoute(roundTripFrom: caller, block: block, waiter: waiter)
+    }
+
+    /// Whether the chain from `frame` holds a queue this queue targets that dispatch's `sync`
+    /// acquires on the way down: any target but a global queue (global queues honour no barriers
+    /// and are never held alone). A `sync` onto this queue waits for such a holder: the calling
+    /// thread's own chain (`syncRoute`: it would wait for itself) or another thread's (the
+    /// deadlock detector, `WaitGraph.holds`). It walks `parent`, taking no references.
+    @inline(__always)
+    func chainHoldsTarget(from frame: UnsafePointer<ExecutionFrame>?) -> Bool {
+        var ancestor = parent
+        while let next = ancestor {
+            let held = next._withUnsafeGuaranteedRef {
+                $0.honoursBarriers && ExecutionContext.hold(of: $0, from: frame) != .none
+            }
+            if held { return true }
+            ancestor = next._withUnsafeGuaranteedRef { $0.parent }
+        }
+        return false
     }
 
     /// The route of `perform`: inline whenever the thread holds the queue, else as `sync`.
