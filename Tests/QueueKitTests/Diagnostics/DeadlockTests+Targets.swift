@@ -10,19 +10,35 @@ import Testing
 
 // Rings through a concurrent target queue: a serial queue's blocks run on its concurrent
 // target, so a barrier of that target holds them back just as a serial target would.
+
+/// A concurrent queue, a serial queue that targets it and a condition lock, labelled by `tag`
+/// (the deadlock detector's and the lock-order witness's target scenarios).
+struct TargetScenario {
+    let concurrent: CQueue
+    let serial: CQueue
+    let lock: DLock
+
+    init(_ tag: String) {
+        concurrent = CQueue.create("\(tag).c", QK_QUEUE_CONCURRENT)
+        serial = CQueue.create("\(tag).x", target: concurrent)
+        lock = DLock("\(tag).lock")
+    }
+
+    func release() {
+        serial.release()
+        concurrent.release()
+        _ = lock.destroy()
+    }
+}
+
 extension DeadlockTests {
     /// T1 holds lock L and syncs onto serial X (target: concurrent C); T2 runs a barrier of C
     /// (`barrier_sync` from a thread, or `barrier_async`) and locks L. Exactly one is refused.
     func ringThroughConcurrentTarget(barrierAsync: Bool) {
         let tag = unique(barrierAsync ? "target-ring-async" : "target-ring-sync")
-        let concurrent = CQueue.create("\(tag).c", QK_QUEUE_CONCURRENT)
-        let serial = CQueue.create("\(tag).x", target: concurrent)
-        let lock = DLock("\(tag).lock")
-        defer {
-            serial.release()
-            concurrent.release()
-            _ = lock.destroy()
-        }
+        let scenario = TargetScenario(tag)
+        defer { scenario.release() }
+        let (concurrent, serial, lock) = (scenario.concurrent, scenario.serial, scenario.lock)
         let meet = Rendezvous(parties: 2)
         let outcomes = Outcomes()
         let barrierDone = DispatchSemaphore(value: 0)

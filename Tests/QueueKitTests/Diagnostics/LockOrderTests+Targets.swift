@@ -14,14 +14,9 @@ extension LockOrderTests {
     @Test("a sync onto a serial queue whose concurrent target's barrier takes the syncer's lock: reported once")
     func orderThroughConcurrentTarget() {
         let tag = unique("lo-target")
-        let concurrent = CQueue.create("\(tag).c", QK_QUEUE_CONCURRENT)
-        let serial = CQueue.create("\(tag).x", target: concurrent)
-        let lock = DLock("\(tag).lock")
-        defer {
-            serial.release()
-            concurrent.release()
-            _ = lock.destroy()
-        }
+        let scenario = TargetScenario(tag)
+        defer { scenario.release() }
+        let (concurrent, serial, lock) = (scenario.concurrent, scenario.serial, scenario.lock)
         onThread("lo-syncer") {
             #expect(lock.lock() == 0)
             // Asks for the serial queue and, through its target, for the concurrent one (shared).
