@@ -48,10 +48,24 @@ let package = Package(
                 .unsafeFlags(["-use-ld=lld", "-Xlinker", "--version-script=\(packageDirectory)/cmake/queuekit.map"])
             ]
         ),
+        // What both test targets share: threads and bounded waits, C-call wrappers and handles,
+        // report logs, and the core's test seams.
+        .target(
+            name: "QueueKitTestSupport",
+            dependencies: ["QueueKit", "QueueKitCAPI", "CQueueKit", "QueueKitShim"],
+            path: "Tests/QueueKitTestSupport"
+        ),
+        // The Swift API and the core's internals, a folder per component as in Sources/QueueKit/.
         .testTarget(
             name: "QueueKitTests",
-            dependencies: ["QueueKit", "QueueKitCAPI", "CQueueKit"],
+            dependencies: ["QueueKit", "QueueKitCAPI", "CQueueKit", "QueueKitTestSupport"],
             path: "Tests/QueueKitTests"
+        ),
+        // The C API through include/queuekit.h, as C programs call it, a folder per component.
+        .testTarget(
+            name: "QueueKitCAPITests",
+            dependencies: ["QueueKit", "QueueKitCAPI", "CQueueKit", "QueueKitTestSupport"],
+            path: "Tests/QueueKitCAPITests"
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -55,7 +55,7 @@ public func qk_dbqueue_write_async(_ db: OpaquePointer?, _ context: UnsafeMutabl
     // Once the write is pushed, a flushing thread may run it and destroy the queue while this
     // call is still starting a worker: the call keeps the queue alive until it returns.
     return Handle.retainingStatus(db, as: DBQueue.self) { db throws(QueueKitError) in
-        try db.writeAsync(CWork(context: context, function: work))
+        try db.writeAsync(CWork(context: context, function: work), call: "qk_dbqueue_write_async")
     }
 }
 

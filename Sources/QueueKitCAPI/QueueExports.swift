@@ -73,7 +73,9 @@ public func qk_queue_async(_ queue: OpaquePointer?, _ context: UnsafeMutableRawP
     -> Int32
 {
     guard let work else { return EINVAL }
-    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: false, context, work) }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.submit(barrier: false, call: "qk_queue_async", context, work)
+    }
 }
 
 @_cdecl("qk_queue_barrier_async") @implementation
@@ -81,7 +83,9 @@ public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMut
     -> Int32
 {
     guard let work else { return EINVAL }
-    return queueStatus(queue) { queue throws(QueueKitError) in try queue.submit(barrier: true, context, work) }
+    return queueStatus(queue) { queue throws(QueueKitError) in
+        try queue.submit(barrier: true, call: "qk_queue_barrier_async", context, work)
+    }
 }
 
 @_cdecl("qk_queue_sync") @implementation
@@ -173,5 +177,5 @@ public func qk_get_specific(_ key: UnsafeRawPointer?) -> UnsafeMutableRawPointer
 
 @_cdecl("qk_main") @implementation
 public func qk_main() -> Never {
-    Queue.runMain()
+    Queue.runMain(call: "qk_main()")
 }

@@ -30,14 +30,15 @@ extension ConditionLock {
     ///   or when the wait would close a ring of waiting threads (nothing was taken).
     public func lock(where test: @Sendable (Condition) -> Bool) throws(QueueKitError) {
         try lock(
-            where: test, identity: nil, deadline: MonotonicClock.forever, isTry: false, call: "qk_condlock_lock_if")
+            where: test, identity: nil, deadline: MonotonicClock.forever, isTry: false,
+            call: "ConditionLock.lock(where:)")
     }
 
     /// Acquires the lock only if it is free and `test(condition)` is true.
     ///
     /// - Throws: ``QueueKitError/busy`` otherwise (also when the calling thread holds it).
     public func tryLock(where test: @Sendable (Condition) -> Bool) throws(QueueKitError) {
-        try lock(where: test, identity: nil, deadline: 0, isTry: true, call: "qk_condlock_trylock_if")
+        try lock(where: test, identity: nil, deadline: 0, isTry: true, call: "ConditionLock.tryLock(where:)")
     }
 
     /// As ``lock(where:)``, giving up at `deadline` (absolute nanoseconds on ``MonotonicClock``;
@@ -46,7 +47,8 @@ extension ConditionLock {
     /// - Throws: ``QueueKitError/timedOut`` (not holding the lock) when the deadline passed first;
     ///   ``QueueKitError/wouldDeadlock`` when the calling thread already holds the lock.
     public func lock(where test: @Sendable (Condition) -> Bool, before deadline: UInt64) throws(QueueKitError) {
-        try lock(where: test, identity: nil, deadline: deadline, isTry: false, call: "qk_condlock_lock_if_until")
+        try lock(
+            where: test, identity: nil, deadline: deadline, isTry: false, call: "ConditionLock.lock(where:before:)")
     }
 
     /// As ``lock(where:before:)-(_,UInt64)``, with any ``QueueKitDeadline``.
@@ -86,7 +88,7 @@ extension ConditionLock {
     ///   hold the lock; ``QueueKitError/wouldDeadlock`` when waiting would close a ring of waiting
     ///   threads: then, and only then, it returns **without** the lock.
     public func wait(until test: @Sendable (Condition) -> Bool) throws(QueueKitError) {
-        _ = try wait(until: test, identity: nil, deadline: MonotonicClock.forever, call: "qk_condlock_await")
+        _ = try wait(until: test, identity: nil, deadline: MonotonicClock.forever, call: "ConditionLock.wait(until:)")
     }
 
     /// As ``wait(until:)``, giving up at `deadline`: ``QueueKitError/timedOut`` **holding the lock
@@ -98,7 +100,7 @@ extension ConditionLock {
     ///   ``QueueKitError/wouldDeadlock`` **without the lock** when retaking it after the deadline
     ///   would close a ring of waiting threads.
     public func wait(until test: @Sendable (Condition) -> Bool, before deadline: UInt64) throws(QueueKitError) {
-        _ = try wait(until: test, identity: nil, deadline: deadline, call: "qk_condlock_await_until")
+        _ = try wait(until: test, identity: nil, deadline: deadline, call: "ConditionLock.wait(until:before:)")
     }
 
     /// As ``wait(until:before:)-(_,UInt64)``, with any ``QueueKitDeadline``.
@@ -141,7 +143,6 @@ extension ConditionLock {
                     append(node)
                     releaseGuard(.keep)
                     Acquisitions.releasing(self, .conditionLock, exclusive: true)
-                    LockOrder.released(self)
                     owner.store(0, ordering: .relaxed)
                     release(setting: nil, news: .clear)
                     return .waited(waitForHandOff(node, first: first, until: deadline, call: call))

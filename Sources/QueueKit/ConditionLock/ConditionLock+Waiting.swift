@@ -29,8 +29,7 @@ extension ConditionLock {
     func didAcquire(
         by thread: UInt64, waited: Bool, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever
     ) {
-        Acquisitions.acquired(self, .conditionLock, exclusive: true)
-        LockOrder.acquired(self, recording: call, deadline: deadline)
+        Acquisitions.acquired(self, .conditionLock, exclusive: true, recording: call, deadline: deadline)
         owner.store(thread, ordering: .relaxed)
         acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
@@ -181,7 +180,6 @@ extension ConditionLock {
     func relinquish() throws(QueueKitError) {
         guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
         Acquisitions.releasing(self, .conditionLock, exclusive: true)
-        LockOrder.released(self)
         owner.store(0, ordering: .relaxed)
     }
 

@@ -16,12 +16,12 @@ extension DBQueue {
     ///
     /// The writes that ran are published (counted in `completed`, taken off the state, their
     /// nodes recycled) in batches of up to `publishBatch`, and whenever a waiter's target is
-    /// reached: submitters and the runner then touch the shared lines once per batch instead of
+    /// reached: submitters and the worker then touch the shared lines once per batch instead of
     /// once per write. Until a batch is published the queue stays closed to newcomers, which only
     /// makes them wait for a write that already ran.
-    /// `call` names the runner's wait for readers in slots in reports.
+    /// `call` names the worker's wait for readers in slots in reports.
     func runAsyncWrites(upTo target: UInt64, isWorker: Bool, call: StaticString) {
-        // The runner holds nothing else of QueueKit's: its wait for readers closes no ring.
+        // The worker holds nothing else of QueueKit's: its wait for readers closes no ring.
         _ = revokeBias(call: call, refusable: false, isPendingCall: !isWorker)
         var done = completed.load(ordering: .relaxed)
         var unpublished: UInt = 0
@@ -131,7 +131,9 @@ extension DBQueue {
             qkshim_atomic_store32(workerWord, Parker.idle)
             if StateBit.asyncCount(state.load(ordering: .sequentiallyConsistent)) != 0 {
                 idlePolls = 0
-                if tryRunner() || acquireSlow(.runner, call: "the worker of asynchronous writes of", target: .max) {
+                if tryAsyncWrites()
+                    || acquireSlow(.asyncWrites, call: "the worker of asynchronous writes of", target: .max)
+                {
                     runAsyncWrites(upTo: .max, isWorker: true, call: "the worker of asynchronous writes of")
                     releaseWrite()
                 }

@@ -62,19 +62,19 @@ extension DBQueue {
         }
         guard !noneQueued else {
             // Nothing to run: a worker waiting for the queue goes back to lingering.
-            if let worker = lane.waiters.first(where: { $0.pointee.want == .runner }) {
+            if let worker = lane.waiters.first(where: { $0.pointee.want == .asyncWrites }) {
                 setOutcome(worker, .woken, &lane, &wake)
             }
             return
         }
         // Asynchronous writes come first: a waiter that may run them does, else the worker.
         guard !readersInside else { return }
-        let runner =
+        let taker =
             lane.waiters.first { $0.pointee.mayHelp && $0.pointee.wantsAccess && !ready($0) }
-            ?? lane.waiters.first { $0.pointee.want == .runner }
-        if let runner {
+            ?? lane.waiters.first { $0.pointee.want == .asyncWrites }
+        if let taker {
             guard takeExclusive() else { return }
-            setOutcome(runner, .granted(.runner), &lane, &wake)
+            setOutcome(taker, .granted(.asyncWrites), &lane, &wake)
         } else {
             wake.wakesWorker = true
         }

@@ -38,10 +38,10 @@ extension DBQueue {
     }
 
     /// Takes the exclusivity to run pending asynchronous writes: the queue is free and nobody
-    /// waits in the lane (then the lane hands the runner's part out, to a waiting thread that may
+    /// waits in the lane (then the lane hands that turn out, to a waiting thread that may
     /// help before the worker, without a window for a third thread between release and grant).
     @inline(__always)
-    func tryRunner() -> Bool {
+    func tryAsyncWrites() -> Bool {
         updateState(while: {
             $0 & (StateBit.writer | StateBit.readerMask | StateBit.flags) == 0 && StateBit.asyncCount($0) != 0
         }) {
@@ -91,7 +91,7 @@ extension DBQueue {
     }
 
     /// The asynchronous writes a call beginning now must come after: `completed` plus the ones
-    /// pending, read as a consistent pair. The runner publishes writes that ran by flagging the
+    /// pending, read as a consistent pair. The thread running asynchronous writes publishes the ones that ran by flagging the
     /// state, storing `completed`, then taking them off the state and the flag in one step; a
     /// pair read while the flag was clear and with the state's count unchanged around it is
     /// exact (otherwise it could count a finished batch twice, or miss it).
@@ -119,22 +119,22 @@ extension DBQueue {
     /// help, it runs them itself. False when the wait was refused (nothing taken).
     @inline(never)
     @usableFromInline func acquireSlow(_ want: Want, call: StaticString, target: UInt64) -> Bool {
-        let mayHelp = want == .runner || Self.threadMayHelp()
+        let mayHelp = want == .asyncWrites || Self.threadMayHelp()
         var grant = Grant.access
         // The common case of a write_async followed by a read on the same thread: the queue is
         // free but for the pending writes, which this thread may run at once.
-        var entered = mayHelp && tryRunner()
+        var entered = mayHelp && tryAsyncWrites()
         if entered {
-            grant = .runner
+            grant = .asyncWrites
         }
         // The worker does not spin: it is in no hurry, and its spinning would take a CPU from
         // the threads it waits for.
-        if !entered && want != .runner {
+        if !entered && want != .asyncWrites {
             entered = Parker.spin {
                 // The fast paths succeed only while no asynchronous write is pending.
                 if tryFast(want) { return true }
-                if mayHelp && tryRunner() {
-                    grant = .runner
+                if mayHelp && tryAsyncWrites() {
+                    grant = .asyncWrites
                     return true
                 }
                 return false
@@ -160,14 +160,14 @@ extension DBQueue {
             ThreadRecord.current.dropPendingRefusal()
             grant = granted
         }
-        if grant == .runner && want != .runner {
+        if grant == .asyncWrites && want != .asyncWrites {
             runAsyncWrites(upTo: target, isWorker: false, call: call)
             if want == .read { downgrade() }
         }
         return true
     }
 
-    /// Queues `me` and waits until it is granted the queue (or the runner's part), or is woken
+    /// Queues `me` and waits until it is granted the queue (or the turn to run the asynchronous writes), or is woken
     /// to compete for it again (then it tries the fast paths and queues again, keeping its
     /// arrival time). Nil when the wait was refused: `me` has left the lane, taking nothing.
     func waitInLane(_ me: UnsafeMutablePointer<Waiter>) -> Grant? {
@@ -200,7 +200,7 @@ extension DBQueue {
                     me.pointee.isDue || !me.pointee.wantsAccess
                     ? MonotonicClock.forever : me.pointee.since &+ Self.fairnessBound
                 let result = wait(
-                    me.pointee.parker, for: me.pointee.call, isWorker: me.pointee.want == .runner, until: deadline)
+                    me.pointee.parker, for: me.pointee.call, isWorker: me.pointee.want == .asyncWrites, until: deadline)
                 var wake = Wakeups()
                 let step: Step = lane.withLock { lane in
                     switch me.pointee.outcome {
@@ -235,10 +235,10 @@ extension DBQueue {
                     qkshim_atomic_store32(me.pointee.parker.word, Parker.idle)
                     switch want {
                     case .completion: return .access // its writes have run
-                    case .runner: return nil // nothing left to run: the worker goes back to lingering
+                    case .asyncWrites: return nil // nothing left to run: the worker goes back to lingering
                     case .read, .write:
                         if tryFast(want) { return .access }
-                        if me.pointee.mayHelp && tryRunner() { return .runner }
+                        if me.pointee.mayHelp && tryAsyncWrites() { return .asyncWrites }
                     }
                 case .refused:
                     return nil
@@ -306,20 +306,20 @@ extension DBQueue {
     }
 
     /// Under the lane's lock: take the queue now if `me` may (its writes have run, the queue is
-    /// free for it, and nobody due is ahead), or the runner's part if it needs writes run first.
+    /// free for it, and nobody due is ahead), or the turn to run the asynchronous writes if it needs writes run first.
     func takeUnderLock(_ me: UnsafeMutablePointer<Waiter>, _ lane: inout Lane) -> Grant? {
         let current = state.load(ordering: .acquiring)
         if current & StateBit.due != 0 && !me.pointee.isDue { return nil }
-        if me.pointee.want != .runner && writesHaveRun(upTo: me.pointee.target, state: current) {
+        if me.pointee.want != .asyncWrites && writesHaveRun(upTo: me.pointee.target, state: current) {
             switch me.pointee.want {
             case .read: return addReaders(1) ? .access : nil
             case .write: return takeExclusive() ? .access : nil
-            case .runner: break
+            case .asyncWrites: break
             case .completion: return .access
             }
         }
-        if me.pointee.mayHelp || me.pointee.want == .runner, StateBit.asyncCount(current) != 0, takeExclusive() {
-            return .runner
+        if me.pointee.mayHelp || me.pointee.want == .asyncWrites, StateBit.asyncCount(current) != 0, takeExclusive() {
+            return .asyncWrites
         }
         return nil
     }

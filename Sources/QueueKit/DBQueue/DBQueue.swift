@@ -213,7 +213,7 @@ public final class DBQueue: @unchecked Sendable {
     /// In a forked child, where no thread could run it, it stops the process with one line (the C
     /// call returns `ENOTRECOVERABLE`): work submitted is never silently lost.
     public func writeAsync(_ body: @escaping @Sendable () -> Void) {
-        do { try writeAsync(CWork(retaining: body)) } catch {
+        do { try writeAsync(CWork(retaining: body), call: "DBQueue.writeAsync") } catch {
             qkshim_fatal("QueueKit: DBQueue.writeAsync in a forked child: no thread can run asynchronous writes there")
         }
     }
@@ -383,10 +383,12 @@ public final class DBQueue: @unchecked Sendable {
     /// covers this write and every write ahead of it. (Queued first, a write counted later could
     /// be run in place of a write counted earlier, and a read could slip in between.)
     ///
+    /// `call` names the write in lock-order reports.
+    ///
     /// - Throws: ``QueueKitError/notRecoverable`` in a forked child (nothing queued).
-    package func writeAsync(_ work: CWork) throws(QueueKitError) {
+    package func writeAsync(_ work: CWork, call: StaticString) throws(QueueKitError) {
         if _slowPath(Fork.isChild) { throw .notRecoverable }
-        LockOrder.writing(queue, call: "qk_dbqueue_write_async")
+        LockOrder.writing(queue, call: call)
         let work = ThreadSanitizer.handOff(work, exclusiveTo: self)
         let before = state.add(StateBit.oneAsync, ordering: .sequentiallyConsistent).oldValue
         writes.push(work)

@@ -27,7 +27,7 @@ extension DBQueue {
     enum Want {
         case read, write
         /// The worker: the exclusivity, to run asynchronous writes.
-        case runner
+        case asyncWrites
         /// A flush that may not help: no access, only its writes run.
         case completion
     }
@@ -37,7 +37,7 @@ extension DBQueue {
         /// What it wanted.
         case access
         /// The exclusivity, to run the asynchronous writes it needs first.
-        case runner
+        case asyncWrites
     }
 
     enum Outcome {

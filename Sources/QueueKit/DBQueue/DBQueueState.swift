@@ -25,7 +25,7 @@ extension DBQueue {
         /// reader (so never while a thread holds the exclusivity), cleared only by the holder of
         /// the exclusivity, which then waits for the readers in slots.
         @inlinable static var biased: UInt { 1 << 30 }
-        /// The runner is publishing writes that ran (`DBQueue.publish`).
+        /// The thread running asynchronous writes is publishing the ones that ran (`DBQueue.publish`).
         @inlinable static var publishing: UInt { 1 << 31 }
         /// Asynchronous writes submitted and not yet run, in bits 32…63: while any is pending,
         /// nobody enters without the lane (nothing overtakes a submitted write).

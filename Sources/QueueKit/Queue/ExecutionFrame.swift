@@ -102,12 +102,9 @@ package enum ExecutionContext {
         defer { qkshim_frame_set(saved) }
         return try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
             qkshim_frame_set(UnsafeMutableRawPointer(pointer))
-            if _slowPath(LockOrder.isOn) {
-                return try LockOrder.holding(queue, exclusive: exclusive) { () throws(E) -> R in
-                    try ThreadSanitizer.userCode(body)
-                }
+            return try Acquisitions.holdingBlock(of: queue, exclusive: exclusive) { () throws(E) -> R in
+                try ThreadSanitizer.userCode(body)
             }
-            return try ThreadSanitizer.userCode(body)
         }
     }
 

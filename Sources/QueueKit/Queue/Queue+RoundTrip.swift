@@ -126,12 +126,13 @@ extension Queue {
     // MARK: Asynchronous submissions
 
     /// The shared core of `async` and `barrierAsync` (C and Swift): `function(context)` in an
-    /// `AsyncNode`, handed to `dispatch_async_f` / `dispatch_barrier_async_f`.
-    package func submit(barrier: Bool, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction)
-        throws(QueueKitError)
-    {
+    /// `AsyncNode`, handed to `dispatch_async_f` / `dispatch_barrier_async_f`; `call` names a
+    /// barrier in lock-order reports.
+    package func submit(
+        barrier: Bool, call: StaticString, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction
+    ) throws(QueueKitError) {
         try checkRunnable()
-        if barrier && honoursBarriers && !isSerial { LockOrder.writing(self, call: "qk_queue_barrier_async") }
+        if barrier && honoursBarriers && !isSerial { LockOrder.writing(self, call: call) }
         // malloc itself: the allocator's per-thread cache, without the aligned-allocation detour.
         guard let memory = malloc(MemoryLayout<AsyncNode>.stride) else { throw .outOfMemory }
         let node = memory.bindMemory(to: AsyncNode.self, capacity: 1)
@@ -147,10 +148,12 @@ extension Queue {
     }
 
     /// `work` as an asynchronous submission: the closure itself is the context.
-    package func submit(barrier: Bool, _ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
+    package func submit(barrier: Bool, call: StaticString, _ work: @escaping @Sendable () -> Void)
+        throws(QueueKitError)
+    {
         let context = Unmanaged.passRetained(AsyncClosure(work)).toOpaque()
         do {
-            try submit(barrier: barrier, context, AsyncClosure.entry)
+            try submit(barrier: barrier, call: call, context, AsyncClosure.entry)
         } catch {
             Unmanaged<AsyncClosure>.fromOpaque(context).release()
             throw error

@@ -158,12 +158,12 @@ public final class Queue: @unchecked Sendable {
 
     /// Submits `work` to run later; returns at once.
     public func async(_ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
-        try submit(barrier: false, work)
+        try submit(barrier: false, call: "Queue.async", work)
     }
 
     /// Submits `work` as a barrier: on a concurrent queue it runs alone after the blocks before it.
     public func barrierAsync(_ work: @escaping @Sendable () -> Void) throws(QueueKitError) {
-        try submit(barrier: true, work)
+        try submit(barrier: true, call: "Queue.barrierAsync", work)
     }
 
     /// Runs `work` on the queue and waits for it, with dispatch's ordering.
@@ -373,10 +373,13 @@ extension Queue {
     /// queue outside its blocks; the main queue's blocks run one at a time (on Linux, dispatch
     /// drains it on a worker thread). The main thread ends as with `pthread_exit`: the condition
     /// locks it holds are abandoned. In a forked child (no dispatch threads) it aborts with one line.
-    public static func runMain() -> Never {
+    public static func runMain() -> Never { runMain(call: "Queue.runMain()") }
+
+    /// ``runMain()``, with `call` naming the caller in the line a forked child aborts with.
+    package static func runMain(call: StaticString) -> Never {
         if Fork.isChild {
             qkshim_fatal(
-                "QueueKit: qk_main() called in a forked child: dispatch cannot run there (exec, or do not call it)")
+                "QueueKit: \(call) called in a forked child: dispatch cannot run there (exec, or do not call it)")
         }
         ExecutionContext.releaseMainThread()
         dispatchMain()

@@ -7,14 +7,16 @@ import QueueKitShim
 /// passes, the uncontended ones included: a condition lock taken or released, a DB queue's read
 /// or write access taken or given back, a block of a queue started or finished (with the queues
 /// it targets). What each acquisition means to the rest of the process hangs here, once:
-/// ThreadSanitizer's lock annotations and the thread's count of held condition locks (what the
-/// thread-exit hook abandons) today; a lock-order witness can add its edges here.
+/// ThreadSanitizer's lock annotations, the thread's count of held condition locks (what the
+/// thread-exit hook abandons) and the lock-order witness's held set (``LockOrder``).
 ///
-/// Called by the thread that acquires or releases, after the real acquisition and before the
-/// real release, outside every internal lock. Nested entries that acquire nothing (a read inside
-/// a read, a `sync` that runs inline) do not pass through here. Inlined: with the sanitizer
-/// absent each call is a load and a branch per primitive kind (the kind is a constant at every
-/// call site, so the switch folds away).
+/// `acquired` and `releasing` are called by the thread that acquires or releases, after the real
+/// acquisition and before the real release, outside every internal lock. Nested entries that
+/// acquire nothing (a read inside a read, a `sync` that runs inline) do not pass through them;
+/// every block, inline ones included, runs inside ``holdingBlock(of:exclusive:_:)``, which the
+/// witness needs (it counts a queue as held for each block of it on the thread's stack).
+/// Inlined: with the sanitizer absent and the witness off each call is a load and a branch per
+/// primitive kind (the kind is a constant at every call site, so the switch folds away).
 @usableFromInline
 enum Acquisitions {
     /// What was acquired.
@@ -29,13 +31,19 @@ enum Acquisitions {
         case queue
     }
 
-    /// The calling thread now holds `object`.
+    /// The calling thread now holds `object`. For a condition lock, `call` names a call that may
+    /// wait and took the lock without waiting, whose lock-order edges are recorded here (`nil`:
+    /// recorded on the way in, or none: a try form, a task's acquisition).
     @inlinable @inline(__always)
-    static func acquired(_ object: AnyObject, _ kind: Kind, exclusive: Bool) {
+    static func acquired(
+        _ object: AnyObject, _ kind: Kind, exclusive: Bool, recording call: StaticString? = nil,
+        deadline: UInt64 = MonotonicClock.forever
+    ) {
         switch kind {
         case .conditionLock:
             ThreadSanitizer.conditionLockAcquired(object)
             qkshim_condlock_acquired()
+            LockOrder.acquired(object, recording: call, deadline: deadline)
         case .dbQueue:
             ThreadSanitizer.locked(object, shared: !exclusive)
         case .queue:
@@ -52,6 +60,7 @@ enum Acquisitions {
         case .conditionLock:
             ThreadSanitizer.conditionLockReleasing(object)
             qkshim_condlocks_held_decrement()
+            LockOrder.released(object)
         case .dbQueue:
             ThreadSanitizer.unlocking(object, shared: !exclusive)
         case .queue:
@@ -59,6 +68,15 @@ enum Acquisitions {
                 ThreadSanitizer.unlockChain(unsafeDowncast(object, to: Queue.self), exclusive: exclusive)
             }
         }
+    }
+
+    /// Runs `body`, a block of `queue` (run by any call, also inline: a DB queue's accesses are
+    /// blocks of its identity queue), with the calling thread holding `queue` (`exclusive` or
+    /// shared) and the queues it targets, for the lock-order witness while it is on.
+    @inlinable @inline(__always)
+    static func holdingBlock<R, E: Error>(of queue: Queue, exclusive: Bool, _ body: () throws(E) -> R) throws(E) -> R {
+        if _slowPath(LockOrder.isOn) { return try LockOrder.holding(queue, exclusive: exclusive, body) }
+        return try body()
     }
 
     /// A condition lock released on behalf of its holder, whose thread is exiting holding it

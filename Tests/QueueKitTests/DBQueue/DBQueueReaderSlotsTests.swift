@@ -4,6 +4,7 @@
 import Dispatch
 import Foundation
 import QueueKitShim
+import QueueKitTestSupport
 import Synchronization
 import Testing
 
@@ -208,7 +209,7 @@ struct DBQueueReaderSlotsTests {
                     // Let the reader park in serial.sync first.
                     _ = eventually { Diagnostics.waitReport().contains("\(tag).serial") }
                     do {
-                        try db.write { Issue.record("the write ran while a reader sat in its slot") }
+                        _ = try db.write { Issue.record("the write ran while a reader sat in its slot") }
                     } catch QueueKitError.wouldDeadlock {
                         refused.value = true
                     }

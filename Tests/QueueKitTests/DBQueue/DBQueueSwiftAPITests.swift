@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import Glibc
 import QueueKit
+import QueueKitTestSupport
 import Synchronization
 import Testing
 

@@ -4,6 +4,7 @@
 import Dispatch
 import Foundation
 import QueueKit
+import QueueKitTestSupport
 import Testing
 
 private struct Oops: Error {}

@@ -3,6 +3,7 @@
 
 import Dispatch
 import Foundation
+import QueueKitTestSupport
 import Synchronization
 import Testing
 

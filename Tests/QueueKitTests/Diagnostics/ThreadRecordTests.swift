@@ -2,6 +2,7 @@
 // Copyright QueueKit developers
 
 import Foundation
+import QueueKitTestSupport
 import Testing
 
 @testable import QueueKit

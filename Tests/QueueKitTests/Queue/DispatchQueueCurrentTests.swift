@@ -4,6 +4,7 @@
 import Dispatch
 import Foundation
 import QueueKit
+import QueueKitTestSupport
 import Testing
 
 // The Swift side of the registry: the `DispatchQueue` extension, and `Queue` as Swift code

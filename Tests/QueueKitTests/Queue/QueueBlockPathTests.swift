@@ -5,6 +5,7 @@ import CQueueKit
 import Dispatch
 import Foundation
 import Glibc
+import QueueKitTestSupport
 import Testing
 
 @testable import QueueKit

@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import Glibc
 import QueueKit
+import QueueKitTestSupport
 import Testing
 
 // A Queue as an actor's executor, and `await queue.perform { }` (the header's section 5). The actor's
@@ -35,14 +36,6 @@ private actor Counter {
         let before = pthread_self()
         return try await queue.perform { (pthread_equal(before, pthread_self()) != 0, Queue.current === self.queue) }
     }
-}
-
-/// A `qk_queue_t *` and its Swift object.
-private struct QueueHandle: @unchecked Sendable {
-    let raw: OpaquePointer
-    init(_ label: String, kind: qk_queue_kind_t = QK_QUEUE_SERIAL) { raw = qk_queue_create(label, kind)! }
-    var swift: Queue { Unmanaged<Queue>.fromOpaque(UnsafeRawPointer(raw)).takeUnretainedValue() }
-    func release() { qk_queue_release(raw) }
 }
 
 /// Asserts a queue-bound actor's isolation on a thread that runs no block of the queue.
@@ -80,7 +73,7 @@ private func assumeIsolationOffTheQueue() {
     }
 
     @Test func aCCallbackOnTheQueueCanAssumeTheActorsIsolation() throws {
-        let queue = QueueHandle("executor.c")
+        let queue = CQueue.create("executor.c")
         defer { queue.release() }
         let counter = Counter(queue: queue.swift)
         let done = DispatchSemaphore(value: 0)
@@ -91,7 +84,7 @@ private func assumeIsolationOffTheQueue() {
                 let value = counter.assumeIsolated { $0.bump() }
                 results.update { $0.append(value) }
                 done.signal()
-            }) { qk_queue_async(queue.raw, $0, $1) } == 0)
+            }) { qk_queue_async(queue.handle, $0, $1) } == 0)
         #expect(waits(for: done))
         // From C's qk_queue_sync, on a plain thread.
         #expect(
@@ -99,11 +92,11 @@ private func assumeIsolationOffTheQueue() {
                 _ = callC({
                     let value = counter.assumeIsolated { $0.bump() }
                     results.update { $0.append(value) }
-                }) { qk_queue_sync(queue.raw, $0, $1) }
+                }) { qk_queue_sync(queue.handle, $0, $1) }
             })
         // Further out through a sync hop onto another queue: the block that holds the actor's
         // queue waits in that sync, so the isolation still holds inside it.
-        let other = QueueHandle("executor.other")
+        let other = CQueue.create("executor.other")
         defer { other.release() }
         let inner = Shared<(current: Bool, isolated: Bool?)>((false, nil))
         #expect(
@@ -113,8 +106,8 @@ private func assumeIsolationOffTheQueue() {
                         inner.value = (Queue.current === other.swift, queue.swift.isIsolatingCurrentContext())
                         let value = counter.assumeIsolated { $0.bump() }
                         results.update { $0.append(value) }
-                    }) { qk_queue_sync(other.raw, $0, $1) }
-                }) { qk_queue_sync(queue.raw, $0, $1) }
+                    }) { qk_queue_sync(other.handle, $0, $1) }
+                }) { qk_queue_sync(queue.handle, $0, $1) }
             })
         #expect(inner.value.current)
         #expect(inner.value.isolated == true)
@@ -125,7 +118,7 @@ private func assumeIsolationOffTheQueue() {
         #expect(
             finishes {
                 _ = callC({ elsewhere.value = queue.swift.isIsolatingCurrentContext() }) {
-                    qk_queue_sync(other.raw, $0, $1)
+                    qk_queue_sync(other.handle, $0, $1)
                 }
             })
         #expect(elsewhere.value == false)

@@ -4,6 +4,7 @@
 import Foundation
 import Glibc
 import QueueKitShim
+import QueueKitTestSupport
 import Testing
 
 @testable import QueueKit

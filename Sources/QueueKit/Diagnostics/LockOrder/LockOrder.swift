@@ -111,28 +111,14 @@ package enum LockOrder {
     }
 
     /// Runs `body`, a block of `queue` (run by any call, also inline), with the thread holding
-    /// `queue` (`exclusive` or shared) and the serial queues it targets, while the witness is on.
-    /// Out of line, so that the inlined run path of every block gains only the mode check.
+    /// `queue` (`exclusive` or shared) and the queues it targets, while the witness is on
+    /// (``Acquisitions/holdingBlock(of:exclusive:_:)``). Out of line, so that the inlined run path
+    /// of every block gains only the mode check.
     @inlinable @inline(never)
     static func holding<R, E: Error>(_ queue: Queue, exclusive: Bool, _ body: () throws(E) -> R) throws(E) -> R {
         let entries = enter(queue, exclusive: exclusive)
-        defer { leftBlock(entries) }
+        defer { if entries != 0 { leave(entries) } }
         return try body()
-    }
-
-    /// A block of `queue` starts on this thread (run by any call, also inline): the thread holds
-    /// `queue` (`exclusive` or shared) and the serial queues it targets. Returns what to pass to
-    /// ``leftBlock(_:)`` when the block ends.
-    @inlinable @inline(__always)
-    static func enteredBlock(of queue: Queue, exclusive: Bool) -> Int {
-        if _fastPath(!isOn) { return 0 }
-        return enter(queue, exclusive: exclusive)
-    }
-
-    /// The block that ``enteredBlock(of:exclusive:)`` started ended.
-    @inlinable @inline(__always)
-    static func leftBlock(_ entries: Int) {
-        if _slowPath(entries != 0) { leave(entries) }
     }
 
     /// `queue` (a DB queue's identity queue, or a concurrent queue) is written (a write,
