@@ -66,10 +66,20 @@ void qkshim_tsan_acquire(const void *token) {
     __tsan_acquire((void *)token);
 }
 
+/* Defined in Swift (MetadataWarmUp.swift): instantiates the generic metadata of QueueKit's types. */
+void qkshim_warm_up_metadata(void);
+static pthread_once_t qkshim_warm_up_once = PTHREAD_ONCE_INIT;
+
 /* Called only when qkshim_tsan_mode says to hide internals. (The sanitizer's ignore counter
- * covers reads and writes alike.) */
+ * covers reads and writes alike.) The first call, on whichever thread, first instantiates the
+ * Swift metadata of QueueKit's generic types while the others wait (pthread_once): two threads
+ * instantiating one type at once take the runtime's wait-queue mutexes in an order the
+ * sanitizer's lock-order detector reports (MetadataWarmUp.swift). */
 void qkshim_tsan_internal_begin(void) {
-    if (qkshim_tsan_internal_depth++ == 0) AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+    if (qkshim_tsan_internal_depth++ == 0) {
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+        pthread_once(&qkshim_warm_up_once, qkshim_warm_up_metadata);
+    }
 }
 
 void qkshim_tsan_internal_end(void) {

@@ -93,6 +93,11 @@ package enum StallWatch {
         case task(ObjectIdentifier)
     }
 
+    /// The watcher's generic types, for ``MetadataWarmUp``.
+    static func warmUpMetadata() {
+        MetadataWarmUp.setStorage(ReportedWait.self)
+    }
+
     /// The wait report when some wait has lasted `threshold` and was not reported yet.
     private static func stalls(threshold: UInt64, reported: inout Set<ReportedWait>) -> String? {
         WaitRegistry.withWaitersPinned { nodes in

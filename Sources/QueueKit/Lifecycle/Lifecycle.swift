@@ -97,6 +97,11 @@ enum LiveConditionLocks {
             for entry in locks.values { body(entry.lock) }
         }
     }
+
+    /// The registry's generic types, for ``MetadataWarmUp``.
+    static func warmUpMetadata() {
+        MetadataWarmUp.dictionaryStorage(ObjectIdentifier.self, Entry.self)
+    }
 }
 
 /// The calling process as fork() left it.

@@ -65,6 +65,11 @@ extension DispatchQueue {
         return key
     }()
 
+    /// The detection key's generic type, for ``MetadataWarmUp``.
+    static func warmUpMetadata() {
+        MetadataWarmUp.metadata(DispatchSpecificKey<QueueReference>.self)
+    }
+
     /// Registers `queue` so that ``current`` recognises it inside its blocks. Registering a queue
     /// that already is (a system queue, or the same queue twice) changes nothing.
     public static func registerDetection(of queue: DispatchQueue) {

@@ -68,6 +68,15 @@ final class Specifics: Sendable {
     }
 }
 
+extension Specifics {
+    /// The generic types of the entries, for ``MetadataWarmUp``.
+    static func warmUpMetadata() {
+        MetadataWarmUp.dictionaryStorage(UInt.self, Entry.self)
+        MetadataWarmUp.metadata([UInt: Entry].self)
+        MetadataWarmUp.arrayStorage(Entry.self)
+    }
+}
+
 /// The specifics that have had a value, whose locks the fork hooks take (after the registry of
 /// condition locks; a specifics lock is a leaf: nothing runs under it).
 enum LiveSpecifics {

@@ -16,7 +16,8 @@ import QueueKitShim
 ///   block of a concurrent queue hold it shared, so races between readers stay visible;
 /// - submitting work (`async`, `write_async`) releases a token its block acquires before it runs;
 /// - inside a C API call, the library's own memory accesses (allocations another thread frees,
-///   the Swift runtime's caches) go unrecorded, the user code it runs is recorded as usual;
+///   the Swift runtime's caches) go unrecorded, the user code it runs is recorded as usual; the
+///   first such call instantiates the metadata of QueueKit's generic types (``MetadataWarmUp``);
 /// - `flush` acquires everything the writes before it released.
 ///
 /// The annotations are made after the real acquisition and before the real release, outside

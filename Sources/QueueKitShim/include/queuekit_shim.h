@@ -297,7 +297,8 @@ void qkshim_tsan_acquire(const void *token);
  * the thread's memory accesses through intercepted functions (malloc, free, memcpy, bcmp: the
  * Swift runtime's metadata cache, dispatch's block copies, allocations another thread frees
  * after a hand-off made inside dispatch) are not recorded: they are the library's business,
- * ordered by synchronisation the sanitizer cannot see. */
+ * ordered by synchronisation the sanitizer cannot see. The process's first begin instantiates the
+ * Swift metadata of QueueKit's generic types (MetadataWarmUp.swift) while other callers wait. */
 void qkshim_tsan_internal_begin(void);
 void qkshim_tsan_internal_end(void);
 /* Runs a thread-exit hook of QueueKit's with all of it hidden from ThreadSanitizer (as above). */

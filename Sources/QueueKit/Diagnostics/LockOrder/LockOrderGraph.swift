@@ -290,6 +290,20 @@ final class LockOrderGraph {
     /// Whether `address` has been marked written.
     func isWritten(_ address: UInt) -> Bool { nodes[address]?.written ?? false }
 
+    /// The graph's generic types, for ``MetadataWarmUp``.
+    static func warmUpMetadata() {
+        MetadataWarmUp.arrayStorage(Vertex.self)
+        MetadataWarmUp.arrayStorage(Int32.self)
+        MetadataWarmUp.arrayStorage((Int32, Int32).self)
+        MetadataWarmUp.dictionaryStorage(Int32.self, Int32.self)
+        MetadataWarmUp.dictionaryStorage(UInt.self, Node.self)
+        MetadataWarmUp.arrayStorage(EdgeKey.self)
+        MetadataWarmUp.dictionaryStorage(UInt64.self, EdgeKey.self)
+        MetadataWarmUp.dictionaryStorage(EdgeKey.self, Record.self)
+        MetadataWarmUp.arrayStorage((key: EdgeKey, record: Record).self)
+        MetadataWarmUp.metadata((EdgeKey, Record).self)
+    }
+
     #if QUEUEKIT_TESTING
         /// Test seam: whether every vertex edge goes from a lower rank to a higher one.
         var orderIsTopological: Bool {
