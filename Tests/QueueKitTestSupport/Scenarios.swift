@@ -63,9 +63,11 @@ package final class OrderLog: @unchecked Sendable {
     }
 }
 
-/// Runs `body` on a new thread named `name` and waits for it (bounded).
-package func onThread(_ name: String, _ body: @escaping @Sendable () -> Void) {
-    let finished = finishes {
+/// Runs `body` on a new thread named `name` and waits for it, at most `timeout` seconds.
+package func onThread(
+    _ name: String, within timeout: TimeInterval = testTimeout, _ body: @escaping @Sendable () -> Void
+) {
+    let finished = finishes(within: timeout) {
         _ = qkshim_thread_set_name(name)
         body()
     }
