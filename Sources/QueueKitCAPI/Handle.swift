@@ -13,6 +13,17 @@ import QueueKitShim
 /// without touching its reference count, so the hot paths stay free of atomic traffic; the few
 /// whose effect another thread can complete before they return retain it (`retainingStatus`).
 enum Handle {
+    /// Runs `body`, a call that takes no handle (a process-wide setting, a system queue, the
+    /// calling thread's queue or report), as every call on a handle runs: QueueKit's own code in
+    /// it hidden from ThreadSanitizer when the library is not instrumented (its lazily made
+    /// globals, first touched on any thread, would otherwise show as races in a user's program).
+    @inline(__always)
+    static func withoutHandle<R>(_ body: () -> R) -> R {
+        let hidden = ThreadSanitizer.enterInternalCode()
+        defer { ThreadSanitizer.leaveInternalCode(hidden) }
+        return body()
+    }
+
     /// The object behind `handle` when it is of type `T`.
     @inline(__always)
     static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R

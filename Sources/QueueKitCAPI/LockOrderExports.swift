@@ -13,18 +13,24 @@ import QueueKit
 
 @_cdecl("qk_set_lock_order_mode") @implementation
 public func qk_set_lock_order_mode(_ mode: Int32) -> Int32 {
-    guard (0...2).contains(mode) else { return EINVAL }
-    LockOrder.setMode(UInt8(mode))
-    return 0
+    Handle.withoutHandle {
+        guard (0...2).contains(mode) else { return EINVAL }
+        LockOrder.setMode(UInt8(mode))
+        return 0
+    }
 }
 
 @_cdecl("qk_lock_order_mode") @implementation
 public func qk_lock_order_mode() -> Int32 {
-    Int32(LockOrder.mode)
+    Handle.withoutHandle {
+        Int32(LockOrder.mode)
+    }
 }
 
 @_cdecl("qk_set_lock_order_handler") @implementation
 public func qk_set_lock_order_handler(_ handler: qk_report_function_t?, _ context: UnsafeMutableRawPointer?) -> Int32 {
-    LockOrder.setHandler(handler.map { .c($0, context) } ?? .standardError)
-    return 0
+    Handle.withoutHandle {
+        LockOrder.setHandler(handler.map { .c($0, context) } ?? .standardError)
+        return 0
+    }
 }

@@ -39,13 +39,17 @@ public func qk_queue_create_with_target(
 
 @_cdecl("qk_queue_main") @implementation
 public func qk_queue_main() -> OpaquePointer? {
-    Handle.unretained(Queue.main)
+    Handle.withoutHandle {
+        Handle.unretained(Queue.main)
+    }
 }
 
 @_cdecl("qk_queue_global") @implementation
 public func qk_queue_global(_ qos: qk_qos_t) -> OpaquePointer? {
-    guard let qos = Queue.QoS(rawValue: Int32(bitPattern: qos.rawValue)) else { return Handle.failure(EINVAL) }
-    return Handle.unretained(Queue.global(qos: qos))
+    Handle.withoutHandle {
+        guard let qos = Queue.QoS(rawValue: Int32(bitPattern: qos.rawValue)) else { return Handle.failure(EINVAL) }
+        return Handle.unretained(Queue.global(qos: qos))
+    }
 }
 
 @_cdecl("qk_queue_retain") @implementation
@@ -119,7 +123,9 @@ public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRa
 
 @_cdecl("qk_queue_current") @implementation
 public func qk_queue_current() -> OpaquePointer? {
-    ExecutionContext.currentQueue.map { Handle.unretained($0) }
+    Handle.withoutHandle {
+        ExecutionContext.currentQueue.map { Handle.unretained($0) }
+    }
 }
 
 @_cdecl("qk_queue_is_current") @implementation
@@ -129,11 +135,13 @@ public func qk_queue_is_current(_ queue: OpaquePointer?) -> Bool {
 
 @_cdecl("qk_queue_copy_current_label") @implementation
 public func qk_queue_copy_current_label(_ buffer: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int {
-    let label = ExecutionContext.currentQueue.map { $0.cLabel.pointer } ?? CString.empty
-    // A NULL buffer only measures, whatever `size` says: misuse must not crash. `size` is a
-    // size_t: read it unsigned (SIZE_MAX arrives as -1).
-    guard let buffer, UInt(bitPattern: size) != 0 else { return strlen(label) }
-    return qkshim_strlcpy(buffer, label, size)
+    Handle.withoutHandle {
+        let label = ExecutionContext.currentQueue.map { $0.cLabel.pointer } ?? CString.empty
+        // A NULL buffer only measures, whatever `size` says: misuse must not crash. `size` is a
+        // size_t: read it unsigned (SIZE_MAX arrives as -1).
+        guard let buffer, UInt(bitPattern: size) != 0 else { return strlen(label) }
+        return qkshim_strlcpy(buffer, label, size)
+    }
 }
 
 @_cdecl("qk_queue_check") @implementation
@@ -171,8 +179,10 @@ public func qk_queue_get_specific(_ queue: OpaquePointer?, _ key: UnsafeRawPoint
 
 @_cdecl("qk_get_specific") @implementation
 public func qk_get_specific(_ key: UnsafeRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let key else { return nil }
-    return Queue.getSpecific(key: key)
+    Handle.withoutHandle {
+        guard let key else { return nil }
+        return Queue.getSpecific(key: key)
+    }
 }
 
 @_cdecl("qk_main") @implementation

@@ -8,7 +8,8 @@
  * also bumps one counter with no guard at all, and TSan must still report that race (and only
  * that one): the annotations hide nothing.
  *
- * Each thread, round after round:
+ * First, every thread makes the calls that take no handle at once (the process's first calls).
+ * Then each thread, round after round:
  *   - DB queue: increments a counter in qk_dbqueue_write, reads it in qk_dbqueue_read; queues
  *     qk_dbqueue_write_async work with a freshly written context and reads, after
  *     qk_dbqueue_flush and outside any block, what that work wrote;
@@ -179,7 +180,35 @@ static int expect(const char *name, long value, long expected) {
     return 1;
 }
 
+/* The calls that take no handle, made first in the process on every thread at once: what they
+ * make lazily inside the library (the system queues, the handlers' and the witness's state) must
+ * not show as races in the program. */
+static int specific_key;
+static void *handleless_main(void *argument) {
+    (void)argument;
+    char buffer[256];
+    (void)qk_version();
+    (void)qk_now_ns();
+    if (!qk_queue_main() || !qk_queue_global(QK_QOS_DEFAULT) || qk_queue_current()) {
+        fprintf(stderr, "system queues or qk_queue_current outside a block: wrong answer\n");
+        exit(1);
+    }
+    (void)qk_queue_copy_current_label(buffer, sizeof buffer);
+    (void)qk_get_specific(&specific_key);
+    (void)qk_copy_wait_report(buffer, sizeof buffer);
+    check(qk_set_deadlock_handler(NULL, NULL), "qk_set_deadlock_handler");
+    check(qk_set_stall_handler(0, NULL, NULL), "qk_set_stall_handler");
+    check(qk_set_lock_order_mode(qk_lock_order_mode()), "qk_set_lock_order_mode");
+    check(qk_set_lock_order_handler(NULL, NULL), "qk_set_lock_order_handler");
+    return NULL;
+}
+
 int main(void) {
+    pthread_t first[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        if (pthread_create(&first[i], NULL, handleless_main, NULL) != 0) return 1;
+    for (int i = 0; i < THREADS; i++) pthread_join(first[i], NULL);
+
     db = qk_dbqueue_create("tsan.db");
     lock = qk_condlock_create(0);
     ring = qk_condlock_create(0);
