@@ -39,6 +39,45 @@ static void read_after_write(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) qk_dbqueue_read(db, &counter, bump);
 }
 
+/* Counted reads: every slot is held by a reader parked in its read (one thread per slot number,
+ * as many as the largest slot array), so the measuring thread's slot is taken. */
+enum { SLOT_HOLDERS = 256 };
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static int holders_in, holders_go;
+
+static void hold_slot(void *context) {
+    (void)context;
+    pthread_mutex_lock(&hold_lock);
+    holders_in++;
+    pthread_cond_broadcast(&hold_cond);
+    while (!holders_go) pthread_cond_wait(&hold_cond, &hold_lock);
+    pthread_mutex_unlock(&hold_lock);
+}
+
+static void *slot_holder(void *arg) {
+    qk_dbqueue_read(db, arg, hold_slot);
+    return NULL;
+}
+
+static void read_counted(unsigned long n) {
+    static pthread_t holders[SLOT_HOLDERS];
+    pthread_mutex_lock(&hold_lock);
+    holders_in = 0;
+    holders_go = 0;
+    pthread_mutex_unlock(&hold_lock);
+    for (int t = 0; t < SLOT_HOLDERS; t++) pthread_create(&holders[t], NULL, slot_holder, NULL);
+    pthread_mutex_lock(&hold_lock);
+    while (holders_in < SLOT_HOLDERS) pthread_cond_wait(&hold_cond, &hold_lock);
+    pthread_mutex_unlock(&hold_lock);
+    for (unsigned long i = 0; i < n; i++) qk_dbqueue_read(db, &counter, bump);
+    pthread_mutex_lock(&hold_lock);
+    holders_go = 1;
+    pthread_cond_broadcast(&hold_cond);
+    pthread_mutex_unlock(&hold_lock);
+    for (int t = 0; t < SLOT_HOLDERS; t++) pthread_join(holders[t], NULL);
+}
+
 static void write_sync(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) qk_dbqueue_write(db, &counter, bump);
 }
@@ -109,10 +148,11 @@ static void mixed_8(unsigned long n) {
 }
 
 static const kernel_t kernels[] = {
-    {"read", read_biased},        {"read_after_write", read_after_write},
-    {"read_nested", read_nested}, {"write", write_sync},
-    {"direct_call", direct},      {"mixed_1", mixed_1},
-    {"mixed_4", mixed_4},         {"mixed_8", mixed_8},
+    {"read", read_biased},          {"read_after_write", read_after_write},
+    {"read_counted", read_counted}, {"read_nested", read_nested},
+    {"write", write_sync},          {"direct_call", direct},
+    {"mixed_1", mixed_1},           {"mixed_4", mixed_4},
+    {"mixed_8", mixed_8},
 };
 
 /* The only function callgrind counts (inclusive): keep it out of line. */

@@ -301,7 +301,7 @@ public final class DBQueue: @unchecked Sendable {
         // Outside any block, the main thread's permanent frame (the main queue's) holds no DB
         // queue: only the thread's own frames need the walk.
         let frame = ExecutionContext.innermostBlock
-        if let frame, ExecutionContext.hold(of: queue, from: frame) != .none {
+        if let frame, frame.pointee.runs(queue) || ExecutionContext.hold(of: queue, from: frame) != .none {
             return Access(caller: frame, isInline: true, isExclusive: false)
         }
         let caller = frame ?? ExecutionContext.mainThreadFrame()
