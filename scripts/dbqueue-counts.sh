@@ -20,7 +20,7 @@ clang -O2 -g -o "$work/dbqueue_counts" "$ROOT/Benchmarks/counts/dbqueue_counts.c
     -L"$PREFIX/lib" -Wl,-rpath,"$PREFIX/lib" -lqueuekit -lpthread
 kernels=("$@")
 if [ ${#kernels[@]} -eq 0 ]; then
-    kernels=(read read_counted read_nested direct_call write mixed_1 mixed_4)
+    kernels=(read read_counted read_nested direct_call write write_then_read mixed_1 mixed_4)
 fi
 cache=()
 if [ "${CACHE:-0}" = 1 ]; then cache=(--cache-sim=yes); fi

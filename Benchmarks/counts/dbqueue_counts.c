@@ -78,6 +78,14 @@ static void read_counted(unsigned long n) {
     for (int t = 0; t < SLOT_HOLDERS; t++) pthread_join(holders[t], NULL);
 }
 
+/* A write, then a read: the read is the counted one a write leaves behind it. */
+static void write_then_read(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) {
+        qk_dbqueue_write(db, &counter, bump);
+        qk_dbqueue_read(db, &counter, bump);
+    }
+}
+
 static void write_sync(unsigned long n) {
     for (unsigned long i = 0; i < n; i++) qk_dbqueue_write(db, &counter, bump);
 }
@@ -149,10 +157,10 @@ static void mixed_8(unsigned long n) {
 
 static const kernel_t kernels[] = {
     {"read", read_biased},          {"read_after_write", read_after_write},
-    {"read_counted", read_counted}, {"read_nested", read_nested},
-    {"write", write_sync},          {"direct_call", direct},
-    {"mixed_1", mixed_1},           {"mixed_4", mixed_4},
-    {"mixed_8", mixed_8},
+    {"read_counted", read_counted}, {"write_then_read", write_then_read},
+    {"read_nested", read_nested},   {"write", write_sync},
+    {"direct_call", direct},        {"mixed_1", mixed_1},
+    {"mixed_4", mixed_4},           {"mixed_8", mixed_8},
 };
 
 /* The only function callgrind counts (inclusive): keep it out of line. */
