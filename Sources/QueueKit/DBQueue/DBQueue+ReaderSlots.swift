@@ -26,9 +26,9 @@ import Synchronization
 /// them in the wait report and in the wait-for search.
 ///
 /// The bias comes back with the first counted reader after the revocation, at no cost of its own:
-/// a counted reader that enters an idle queue (the state word is zero) or leaves it idle (it was
-/// the only reader, and nobody waits or has a write pending) sets the bit in the compare-and-swap
-/// it does anyway. A revocation costs one pass over the slots, a few loads per slot and a wait only
+/// a counted reader that enters a queue only readers hold, or leaves it idle (it was the only
+/// reader), while nobody waits and no write is pending, sets the bit in the compare-and-swap it
+/// does anyway. A revocation costs one pass over the slots, a few loads per slot and a wait only
 /// for a reader inside, so a write revokes whenever a read came before it: in mixed work the
 /// readers between two writes stay off the shared line but for the first one, without a clock and
 /// without an inhibit window to tune. A run of writes with no read in between revokes nothing.

@@ -25,11 +25,12 @@ extension DBQueue {
         return false
     }
 
-    /// A counted reader entering an idle queue sets the bias again (`DBQueue+ReaderSlots.swift`).
+    /// A counted reader entering a queue that only readers hold (nobody waits, no write pending)
+    /// sets the bias again (`DBQueue+ReaderSlots.swift`).
     @inlinable @inline(__always)
     func tryRead() -> Bool {
         updateState(while: { $0 & StateBit.closedToReaders == 0 }) {
-            $0 == 0 ? StateBit.oneReader | rebiasBit : $0 &+ StateBit.oneReader
+            $0 & ~StateBit.readerMask == 0 ? ($0 &+ StateBit.oneReader) | rebiasBit : $0 &+ StateBit.oneReader
         }
     }
 
@@ -79,7 +80,8 @@ extension DBQueue {
                 lastReaderLeaves()
                 return
             }
-            // The only reader leaving an idle queue sets the bias again.
+            // The only reader leaving an idle queue sets the bias again (readers the lane let in
+            // did not pass through `tryRead`).
             let (exchanged, original) = state.weakCompareExchange(
                 expected: current, desired: current == StateBit.oneReader ? rebiasBit : current &- StateBit.oneReader,
                 successOrdering: .releasing, failureOrdering: .relaxed)

@@ -138,6 +138,35 @@ struct DBQueueReaderSlotsTests {
         #expect(countedReaders(db) == 0)
     }
 
+    @Test("a counted reader entering next to other counted readers sets the bias")
+    func countedReaderAmongCountedReadersSetsTheBias() throws {
+        let db = try DBQueue(label: "slots.rebias.overlap")
+        db.biasDisabled.store(true, ordering: .relaxed)
+        try db.write {}
+        #expect(!isBiased(db))
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let first = spawn {
+            do {
+                try db.read {
+                    entered.signal()
+                    _ = waits(for: release)
+                }
+            } catch { Issue.record("read: \(error)") }
+        }
+        #expect(waits(for: entered))
+        #expect(countedReaders(db) == 1 && !isBiased(db), "\(db.debugState)")
+        db.biasDisabled.store(false, ordering: .relaxed)
+        try db.read {
+            #expect(countedReaders(db) == 2)
+            #expect(isBiased(db), "\(db.debugState)")
+        }
+        release.signal()
+        #expect(waits(for: first))
+        try db.read { #expect(db.visibleReaders() == [myNumber()]) }
+        #expect(countedReaders(db) == 0)
+    }
+
     @Test("readers that waited behind a write leave the bias set once the queue is idle")
     func readersAfterAWaitSetTheBias() throws {
         let db = try DBQueue(label: "slots.rebias.lane")
