@@ -30,8 +30,10 @@ import Synchronization
 /// reader), while nobody waits and no write is pending, sets the bit in the compare-and-swap it
 /// does anyway. A revocation costs one pass over the slots, a few loads per slot and a wait only
 /// for a reader inside, so a write revokes whenever a read came before it: in mixed work the
-/// readers between two writes stay off the shared line but for the first one, without a clock and
-/// without an inhibit window to tune. A run of writes with no read in between revokes nothing.
+/// readers between two writes stay off the shared line but for the first one and those that
+/// arrived while the write ran, without a clock and without an inhibit window to tune. A run of
+/// writes with no read in between revokes nothing; alternating single reads and writes pay a
+/// revocation per write (`scripts/dbqueue-counts.sh` counts it).
 extension DBQueue {
     /// Words per slot: one cache line each, so that readers on different CPUs share none.
     @usableFromInline static var slotStride: Int { 8 }
