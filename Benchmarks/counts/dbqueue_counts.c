@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Copyright QueueKit developers */
 
-/* Instruction counts of the DB queue's reads and writes: run under
- * `valgrind --tool=callgrind --toggle-collect=measure --toggle-collect=measure_thread`
- * (scripts/dbqueue-counts.sh), which counts only what runs inside those two, after a warm-up
- * outside them. The single-threaded kernels count
- * one path each; the mixed kernels run reads and synchronous writes (1 in `WRITE_PERCENT`) from
- * several threads, for the per-function breakdown of what a write costs the readers. */
+/* Instruction counts of the DB queue's reads and writes: run under callgrind with its counters
+ * zeroed as measure() starts and dumped as it returns (scripts/dbqueue-counts.sh), after a
+ * warm-up outside it. The single-threaded kernels count one path each; the mixed kernels run
+ * reads and synchronous writes (`WRITE_PERCENT` in 100) from several threads, for the
+ * per-function breakdown of what a write costs the readers. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +23,9 @@ static void bump(void *context) {
 typedef struct {
     const char *name;
     void (*run)(unsigned long iterations);
+    /* Outside the measurement, around the warm-up and measure() (optional). */
+    void (*setup)(void);
+    void (*teardown)(void);
 } kernel_t;
 
 static qk_dbqueue_t *db;
@@ -60,22 +62,25 @@ static void *slot_holder(void *arg) {
     return NULL;
 }
 
-static void read_counted(unsigned long n) {
-    static pthread_t holders[SLOT_HOLDERS];
-    pthread_mutex_lock(&hold_lock);
-    holders_in = 0;
-    holders_go = 0;
-    pthread_mutex_unlock(&hold_lock);
+static pthread_t holders[SLOT_HOLDERS];
+
+static void hold_slots(void) {
     for (int t = 0; t < SLOT_HOLDERS; t++) pthread_create(&holders[t], NULL, slot_holder, NULL);
     pthread_mutex_lock(&hold_lock);
     while (holders_in < SLOT_HOLDERS) pthread_cond_wait(&hold_cond, &hold_lock);
     pthread_mutex_unlock(&hold_lock);
-    for (unsigned long i = 0; i < n; i++) qk_dbqueue_read(db, &counter, bump);
+}
+
+static void release_slots(void) {
     pthread_mutex_lock(&hold_lock);
     holders_go = 1;
     pthread_cond_broadcast(&hold_cond);
     pthread_mutex_unlock(&hold_lock);
     for (int t = 0; t < SLOT_HOLDERS; t++) pthread_join(holders[t], NULL);
+}
+
+static void read_counted(unsigned long n) {
+    for (unsigned long i = 0; i < n; i++) qk_dbqueue_read(db, &counter, bump);
 }
 
 /* A write, then a read: the read is the counted one a write leaves behind it. */
@@ -110,8 +115,6 @@ static void direct(unsigned long n) {
 static int write_percent = 10;
 static unsigned long per_thread;
 
-static int measuring;
-
 static void mixed_ops(long index) {
     unsigned long long x = 0x9E3779B97F4A7C15ull * (unsigned long long)(index + 1);
     for (unsigned long i = 0; i < per_thread; i++) {
@@ -125,17 +128,8 @@ static void mixed_ops(long index) {
     }
 }
 
-/* What the mixed threads count (callgrind's toggle is per thread): keep it out of line. */
-__attribute__((noinline)) void measure_thread(long index) {
-    mixed_ops(index);
-    __asm__ volatile("" ::: "memory");
-}
-
 static void *mixed_thread(void *arg) {
-    if (measuring)
-        measure_thread((long)arg);
-    else
-        mixed_ops((long)arg);
+    mixed_ops((long)arg);
     return NULL;
 }
 
@@ -156,11 +150,16 @@ static void mixed_8(unsigned long n) {
 }
 
 static const kernel_t kernels[] = {
-    {"read", read_biased},          {"read_after_write", read_after_write},
-    {"read_counted", read_counted}, {"write_then_read", write_then_read},
-    {"read_nested", read_nested},   {"write", write_sync},
-    {"direct_call", direct},        {"mixed_1", mixed_1},
-    {"mixed_4", mixed_4},           {"mixed_8", mixed_8},
+    {"read", read_biased},
+    {"read_after_write", read_after_write},
+    {"read_counted", read_counted, hold_slots, release_slots},
+    {"write_then_read", write_then_read},
+    {"read_nested", read_nested},
+    {"write", write_sync},
+    {"direct_call", direct},
+    {"mixed_1", mixed_1},
+    {"mixed_4", mixed_4},
+    {"mixed_8", mixed_8},
 };
 
 /* The only function callgrind counts (inclusive): keep it out of line. */
@@ -189,9 +188,10 @@ int main(int argc, char **argv) {
     unsigned long n = strtoul(argv[2], NULL, 10);
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
         if (strcmp(kernels[i].name, argv[1]) != 0) continue;
+        if (kernels[i].setup) kernels[i].setup();
         kernels[i].run(1000); /* warm-up: records, caches, lazy symbols */
-        measuring = 1;
         measure(&kernels[i], n);
+        if (kernels[i].teardown) kernels[i].teardown();
         return qk_dbqueue_destroy(db) == 0 ? 0 : 1;
     }
     fprintf(stderr, "unknown kernel %s\n", argv[1]);
