@@ -35,7 +35,7 @@ package enum DBQueueInternals {
     /// the counted readers' paths).
     package static func disableReadBias(_ db: OpaquePointer) {
         let object = object(db)
-        object.inhibitUntil.store(.max, ordering: .relaxed)
+        object.biasDisabled.store(true, ordering: .relaxed)
         object.state.bitwiseAnd(~DBQueue.StateBit.biased, ordering: .sequentiallyConsistent)
     }
 

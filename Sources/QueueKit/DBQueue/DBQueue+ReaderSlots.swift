@@ -25,28 +25,23 @@ import Synchronization
 /// deadlock detector follows their chains like any holder's), and their thread numbers in the slots name
 /// them in the wait report and in the wait-for search.
 ///
-/// The bias comes back when writes are rare: a counted reader sets it again once the inhibit
-/// window that the last revocation set has passed (`inhibitFactor` times what the revocation
-/// cost, and at least `inhibitMinimum`; BRAVO's rule), read on the coarse clock.
+/// The bias comes back with the first counted reader after the revocation, at no cost of its own:
+/// a counted reader that enters a queue only readers hold, or leaves it idle (it was the only
+/// reader), while nobody waits and no write is pending, sets the bit in the compare-and-swap it
+/// does anyway. A revocation costs one pass over the slots, a few loads per slot and a wait only
+/// for a reader inside, so a write revokes whenever a read came before it: in mixed work the
+/// readers between two writes stay off the shared line but for the first one and those that
+/// arrived while the write ran, without a clock and without an inhibit window to tune. A run of
+/// writes with no read in between revokes nothing; alternating single reads and writes pay a
+/// revocation per write (`scripts/dbqueue-counts.sh` counts it).
 extension DBQueue {
     /// Words per slot: one cache line each, so that readers on different CPUs share none.
     @usableFromInline static var slotStride: Int { 8 }
     /// In a slot: the revoker waits for this reader (set by the revoker, seen by the reader as it
     /// leaves).
     @usableFromInline static var revokingMark: UInt64 { 1 << 63 }
-    /// The bias is inhibited for this many times what a revocation cost…
-    static let inhibitFactor: UInt64 = 9
-    /// …and at least this long (nanoseconds).
-    static let inhibitMinimum: UInt64 = 1_000_000
-    /// The coarse clock's tick, added to the window so that it lasts at least its length although
-    /// the coarse clock lags real time by up to a tick.
-    static let coarseTick: UInt64 = {
-        var resolution = timespec()
-        guard clock_getres(CLOCK_MONOTONIC_COARSE, &resolution) == 0 else { return 10_000_000 }
-        return UInt64(resolution.tv_sec) &* 1_000_000_000 &+ UInt64(resolution.tv_nsec)
-    }()
-
-    /// Slots per queue: a power of two, four per CPU, 32 to 256.
+    /// Slots per queue: a power of two, four per CPU, 32 to 256 (a multiple of the revoker's step
+    /// of eight).
     static let slotCount: Int = {
         let cpus = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         var count = 32
@@ -93,21 +88,6 @@ extension DBQueue {
     @usableFromInline @inline(never)
     func wakeRevoker() { Parker(word: revokeWord).unpark() }
 
-    /// A counted reader restores the bias when the inhibit window has passed and nobody waits or
-    /// has a write pending.
-    @inlinable @inline(__always)
-    func rebiasIfDue() {
-        if _slowPath(qkshim_now_coarse_ns() >= inhibitUntil.load(ordering: .relaxed)) { rebias() }
-    }
-
-    @usableFromInline @inline(never)
-    func rebias() {
-        _ = updateState(while: { $0 & (StateBit.biased | StateBit.writer | StateBit.flags | StateBit.asyncMask) == 0 })
-        {
-            $0 | StateBit.biased
-        }
-    }
-
     // MARK: The revoker
 
     /// Called by the holder of the exclusivity before it runs anything exclusive (or lets the
@@ -136,30 +116,40 @@ extension DBQueue {
 
     @usableFromInline @inline(never)
     func revokeBiasSlow(call: StaticString, refusable: Bool, isPendingCall: Bool) -> Bool {
-        let start = MonotonicClock.now()
-        if isPendingCall { revokingForWrite.store(true, ordering: .releasing) }
-        defer { if isPendingCall { revokingForWrite.store(false, ordering: .releasing) } }
         state.bitwiseAnd(~StateBit.biased, ordering: .sequentiallyConsistent)
-        var drained = true
-        for index in 0..<Int(slotMask &+ 1) {
-            let slot = slots + index &* Self.slotStride
-            if qkshim_atomic_load64(slot) != 0 && !awaitReader(in: slot, call: call, refusable: refusable) {
-                drained = false
-                break
+        // Only the holder of the exclusivity counts (tests read it).
+        revocations.store(revocations.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        // Eight slots a step, one branch for the eight: most slots are empty.
+        let count = Int(slotMask &+ 1)
+        var group = 0
+        while group < count {
+            let first = slots + group &* Self.slotStride
+            var any: UInt64 = 0
+            for index in 0..<8 { any |= qkshim_atomic_load64(first + index &* Self.slotStride) }
+            if _slowPath(any != 0) {
+                for index in 0..<8 {
+                    let slot = first + index &* Self.slotStride
+                    if qkshim_atomic_load64(slot) != 0
+                        && !awaitReader(in: slot, call: call, refusable: refusable, isPendingCall: isPendingCall)
+                    {
+                        return false
+                    }
+                }
             }
+            group &+= 8
         }
-        let cost = MonotonicClock.now() &- start
-        inhibitUntil.store(
-            qkshim_now_coarse_ns() &+ Self.coarseTick &+ max(Self.inhibitMinimum, cost &* Self.inhibitFactor),
-            ordering: .relaxed)
-        revocations.add(1, ordering: .relaxed)
-        return drained
+        return true
     }
 
     /// Waits until the reader in `slot` has left: spinning first (reads are usually short), then
     /// marking the slot and parking on the revoke word, a published wait the deadlock detector
     /// follows to the reader.
-    func awaitReader(in slot: UnsafeMutablePointer<UInt64>, call: StaticString, refusable: Bool) -> Bool {
+    /// `isPendingCall`: tests count the waiting revoker as a pending write.
+    func awaitReader(
+        in slot: UnsafeMutablePointer<UInt64>, call: StaticString, refusable: Bool, isPendingCall: Bool
+    ) -> Bool {
+        if isPendingCall { revokingForWrite.store(true, ordering: .releasing) }
+        defer { if isPendingCall { revokingForWrite.store(false, ordering: .releasing) } }
         if Parker.spin(pureSpin: true, { qkshim_atomic_load64(slot) == 0 }) { return true }
         var reader = qkshim_atomic_load64(slot)
         qkshim_atomic_store32(revokeWord, Parker.idle)

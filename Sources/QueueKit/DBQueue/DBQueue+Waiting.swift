@@ -25,9 +25,23 @@ extension DBQueue {
         return false
     }
 
+    /// A counted reader entering a queue that only readers hold (nobody waits, no write pending)
+    /// sets the bias again (`DBQueue+ReaderSlots.swift`).
     @inlinable @inline(__always)
     func tryRead() -> Bool {
-        updateState(while: { $0 & StateBit.closedToReaders == 0 }) { $0 &+ StateBit.oneReader }
+        updateState(while: { $0 & StateBit.closedToReaders == 0 }) {
+            $0 & ~StateBit.readerMask == 0 ? ($0 &+ StateBit.oneReader) | rebiasBit : $0 &+ StateBit.oneReader
+        }
+    }
+
+    /// What a counted reader that finds the queue idle sets: the bias (nothing in the tests that
+    /// turn it off).
+    @inlinable @inline(__always)
+    var rebiasBit: UInt {
+        #if QUEUEKIT_TESTING
+            if biasDisabled.load(ordering: .relaxed) { return 0 }
+        #endif
+        return StateBit.biased
     }
 
     /// Takes a free queue: barging past parked threads, unless one is due or a write is pending.
@@ -66,8 +80,10 @@ extension DBQueue {
                 lastReaderLeaves()
                 return
             }
+            // The only reader leaving an idle queue sets the bias again (readers the lane let in
+            // did not pass through `tryRead`).
             let (exchanged, original) = state.weakCompareExchange(
-                expected: current, desired: current &- StateBit.oneReader,
+                expected: current, desired: current == StateBit.oneReader ? rebiasBit : current &- StateBit.oneReader,
                 successOrdering: .releasing, failureOrdering: .relaxed)
             if exchanged { return }
             current = original

@@ -77,11 +77,10 @@ public final class DBQueue: @unchecked Sendable {
     @usableFromInline let revokeWord: UnsafeMutablePointer<UInt32>
     /// Whether the revoker is parked waiting for a reader (for the deadlock detector).
     let revoking = Atomic<Bool>(false)
-    /// Until when (coarse clock) the bias stays off after a revocation.
-    @usableFromInline let inhibitUntil = Atomic<UInt64>(0)
     /// Revocations since creation (for tests and statistics).
     let revocations = Atomic<UInt64>(0)
-    /// A synchronous writer (or destroy) revokes the bias: a write is pending (for tests).
+    /// A synchronous writer (or destroy) waits for a reader in a slot: a write is pending (for
+    /// tests).
     let revokingForWrite = Atomic<Bool>(false)
 
     /// Asynchronous writes that have run, since creation. Written only by the thread that runs
@@ -150,6 +149,9 @@ public final class DBQueue: @unchecked Sendable {
                 + "completed \(completed.load(ordering: .acquiring)) worker \(workerState.load(ordering: .acquiring)) "
                 + "lane [\(waiters)]"
         }
+
+        /// Test seam (debug builds only): counted readers never set the bias again.
+        @usableFromInline let biasDisabled = Atomic<Bool>(false)
 
         /// Test seam (debug builds only): readers and writers waiting in the lane.
         var waitingCallCount: Int { lane.withLock { lane in lane.waiters.count { $0.pointee.wantsAccess } } }
@@ -299,7 +301,7 @@ public final class DBQueue: @unchecked Sendable {
         // Outside any block, the main thread's permanent frame (the main queue's) holds no DB
         // queue: only the thread's own frames need the walk.
         let frame = ExecutionContext.innermostBlock
-        if let frame, ExecutionContext.hold(of: queue, from: frame) != .none {
+        if let frame, frame.pointee.runs(queue) || ExecutionContext.hold(of: queue, from: frame) != .none {
             return Access(caller: frame, isInline: true, isExclusive: false)
         }
         let caller = frame ?? ExecutionContext.mainThreadFrame()
@@ -308,7 +310,6 @@ public final class DBQueue: @unchecked Sendable {
             return Access(caller: caller, isInline: false, isExclusive: false, slot: slot)
         }
         guard acquire(.read, call: call) else { throw .wouldDeadlock }
-        rebiasIfDue()
         return Access(caller: caller, isInline: false, isExclusive: false)
     }
 

@@ -43,6 +43,11 @@ struct ExecutionFrame {
 
     /// The queue whose block runs.
     @usableFromInline var queue: Queue { running.takeUnretainedValue() }
+
+    /// Whether this frame is a block of `queue` itself (the common case of a nested call, decided
+    /// without the walk of ``ExecutionContext/hold(of:from:)``).
+    @inlinable @inline(__always)
+    func runs(_ queue: Queue) -> Bool { running.toOpaque() == Unmanaged.passUnretained(queue).toOpaque() }
 }
 
 /// The chain of frames of the calling thread, innermost first.
@@ -100,7 +105,9 @@ package enum ExecutionContext {
         let saved = qkshim_frame_get()
         var frame = ExecutionFrame(queue: queue, isExclusive: exclusive, outer: outer)
         defer { qkshim_frame_set(saved) }
-        return try withUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
+        // The frame is three words, never indexed: no stack protector around it (it would cost
+        // every block, nested reads included, a canary store and check).
+        return try _withUnprotectedUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
             qkshim_frame_set(UnsafeMutableRawPointer(pointer))
             return try Acquisitions.holdingBlock(of: queue, exclusive: exclusive) { () throws(E) -> R in
                 try ThreadSanitizer.userCode(body)
