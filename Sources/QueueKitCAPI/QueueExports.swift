@@ -123,9 +123,17 @@ public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRa
 
 @_cdecl("qk_queue_current") @implementation
 public func qk_queue_current() -> OpaquePointer? {
-    Handle.withoutHandle {
-        ExecutionContext.currentQueue.map { Handle.unretained($0) }
-    }
+    // Inside a block: the frame's queue, a thread-local read. Outside: the main thread's frame,
+    // which may make the main queue (a lazily made global) first.
+    if let queue = ExecutionContext.currentBlockQueue { return Handle.unretained(queue) }
+    return currentOutsideBlocks()
+}
+
+/// `qk_queue_current` outside any block, out of line so that the call inside a block stays a
+/// thread-local read and a return.
+@inline(never)
+private func currentOutsideBlocks() -> OpaquePointer? {
+    Handle.withoutHandle { ExecutionContext.currentQueue.map { Handle.unretained($0) } }
 }
 
 @_cdecl("qk_queue_is_current") @implementation

@@ -57,6 +57,11 @@ package enum ExecutionContext {
     @inlinable @inline(__always)
     package static var currentQueue: Queue? { innermost.map { $0.pointee.queue } }
 
+    /// The queue of the innermost block the calling thread runs, if any: ``currentQueue`` without
+    /// the main thread's frame outside blocks (one thread-local read, nothing made lazily).
+    @inlinable @inline(__always)
+    package static var currentBlockQueue: Queue? { innermostBlock.map { $0.pointee.queue } }
+
     /// The innermost frame of the calling thread. On the main thread outside any block that is
     /// the permanent frame of the main queue (until `qk_main`).
     @inlinable @inline(__always)
