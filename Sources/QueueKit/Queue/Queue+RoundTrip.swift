@@ -36,8 +36,9 @@ struct Invocation {
     /// Runs the block: on whichever thread dispatch chose, as a block of `queue`.
     @inline(__always)
     func run() {
-        if let waiter { waiter._withUnsafeGuaranteedRef { WaitRegistry.withdraw($0) } }
-        queue._withUnsafeGuaranteedRef { queue in queue.runBlock(block, outer: caller) { function(context) } }
+        queue._withUnsafeGuaranteedRef { queue in
+            queue.runBlock(block, outer: caller, withdrawing: waiter) { function(context) }
+        }
     }
 
     /// The C entry dispatch calls for a synchronous round trip: the context is the `Invocation`.
@@ -54,9 +55,10 @@ let closureEntry: CWorkFunction = { context in
 
 extension Queue {
     /// Runs `function(context)` the way `route` says and waits for it: inline on the calling
-    /// thread, or through `dispatch_sync_f` / `dispatch_barrier_sync_f` with the `Invocation` on
-    /// this stack. The queue stays alive until the bookkeeping after the block is done, even
-    /// when the block gives up the last reference to it.
+    /// thread, on the idle queue the route holds (given back after the block), or through
+    /// `dispatch_sync_f` / `dispatch_barrier_sync_f` with the `Invocation` on this stack. The
+    /// queue stays alive until the bookkeeping after the block is done, even when the block gives
+    /// up the last reference to it.
     @usableFromInline
     func invoke(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
         if route.isInline {
@@ -66,6 +68,13 @@ extension Queue {
             return
         }
         let retained = isImmortal ? nil : Unmanaged.passUnretained(self).retain()
+        if route.isIdle {
+            ThreadSanitizer.workerCode { runHeld(route.block, outer: route.caller) { function(context) } }
+            Queue.releaseIdle(idleWord, exclusive: route.block.isExclusive)
+            retained?.release()
+            return
+        }
+        idleSubmitting()
         var invocation = Invocation(
             queue: Unmanaged.passUnretained(self), caller: route.caller, block: route.block, waiter: route.waiter,
             function: function, context: context)
@@ -144,6 +153,7 @@ extension Queue {
                 invocation: Invocation(
                     queue: queue, caller: nil, block: block, waiter: nil, function: function, context: context)))
         if ThreadSanitizer.isPresent { qkshim_tsan_release(node) }
+        idleSubmitting()
         qkshim_dispatch_async(dispatchObject, block.isBarrier, node, AsyncNode.entry)
     }
 

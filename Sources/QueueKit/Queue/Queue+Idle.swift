@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// Copyright QueueKit developers
+
+import QueueKitShim
+
+// The idle path: a synchronous call onto a queue that nothing else runs or waits for takes the
+// queue with one compare-and-swap on a word QueueKit owns (`queuekit_shim_idle.h`) and runs the
+// block on the calling thread, as dispatch's own `sync` does on an idle queue, without dispatch
+// and without publishing a wait (the thread does not wait).
+//
+// Why the queue's rules still hold:
+// - Exclusivity and order. Every block QueueKit gives dispatch for the queue (async,
+//   barrier_async, a round trip, an actor's job, an async perform) is counted in the word before
+//   it is submitted and uncounted when it has finished, so an idle acquisition (which needs the
+//   count at 0) never overtakes a block submitted before it, queued or running. A block dispatch
+//   starts while the queue is held on the idle path first waits until the holder has left
+//   (shared blocks wait for an exclusive holder; exclusive ones for every holder), so dispatch's
+//   blocks never overlap an idle holder in a way the queue forbids. A queue with a target takes
+//   the idle path never (dispatch acquires the targets on the way down), nor does a queue once a
+//   queue targets it: its blocks reach it through dispatch uncounted, so they wait, on their own
+//   way in, for the idle holders of every queue they target.
+// - The deadlock checks. The calling thread's own frames are checked as on every route (a queue
+//   it holds, a target it holds), and the lock-order witness records the call's edges. The holder
+//   runs the block in a frame of the queue, so the deadlock detector finds it through its frames
+//   exactly as a holder that dispatch runs; the word names it besides (its thread number while it
+//   holds the queue alone). A call that finds the queue busy takes the dispatch route, publishing
+//   its wait; a round trip whose block waits for an idle holder withdraws that wait only once the
+//   holder has left.
+extension Queue {
+    /// Takes the queue on the idle path for `block` if nothing of it runs or is pending.
+    @inline(__always)
+    func holdIdle(_ block: Block) -> Bool {
+        guard runsIdle else { return false }
+        return block.isExclusive
+            ? qkshim_idle_try_exclusive(idleWord, qkshim_thread_id()) : qkshim_idle_try_shared(idleWord)
+    }
+
+    /// Gives back the queue `holdIdle` took. `word` is the queue's idle word, read before the
+    /// block ran.
+    @inline(__always)
+    static func releaseIdle(_ word: UnsafeMutablePointer<UInt64>, exclusive: Bool) {
+        if exclusive {
+            qkshim_idle_release_exclusive(word, qkshim_thread_id())
+        } else {
+            qkshim_idle_release_shared(word)
+        }
+    }
+
+    /// A block is about to be handed to dispatch: counted until it has finished
+    /// (``idleFinished()``).
+    @usableFromInline @inline(__always)
+    func idleSubmitting() {
+        if runsIdle { qkshim_idle_submitting(idleWord) }
+    }
+
+    /// A block dispatch started: waits until no idle holder of the queue, or of a queue it targets,
+    /// conflicts with it.
+    @usableFromInline @inline(__always)
+    func idleStarting(_ block: Block) {
+        if runsIdle {
+            qkshim_idle_starting(idleWord, block.isExclusive)
+        } else if parent != nil {
+            idleStartingOnTargets()
+        }
+    }
+
+    /// A block of a queue that targets others runs on them as an ordinary block: it waits for an
+    /// exclusive idle holder of each (one that held it before a queue targeted it).
+    @usableFromInline @inline(never)
+    func idleStartingOnTargets() {
+        var ancestor = parent
+        while let next = ancestor {
+            next._withUnsafeGuaranteedRef { target in
+                if target.runsIdle { qkshim_idle_starting(target.idleWord, false) }
+            }
+            ancestor = next._withUnsafeGuaranteedRef { $0.parent }
+        }
+    }
+
+    /// A block handed to dispatch has finished.
+    @usableFromInline @inline(__always)
+    func idleFinished() {
+        if runsIdle { qkshim_idle_finished(idleWord) }
+    }
+}

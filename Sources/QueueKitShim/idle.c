@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Copyright QueueKit developers */
+
+/* The slow paths of a queue's idle word (see queuekit_shim_idle.h). */
+#include "queuekit_shim_idle.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+#include "queuekit_shim.h"
+
+uint64_t *qkshim_idle_create(void) {
+    return calloc(1, sizeof(uint64_t));
+}
+
+void qkshim_idle_free(uint64_t *word) {
+    free(word);
+}
+
+static uint32_t *qkshim_idle_futex(uint64_t *word) {
+    return (uint32_t *)word; /* the low half: little-endian (see the header) */
+}
+
+void qkshim_idle_release_exclusive_slow(uint64_t *word) {
+    uint64_t old = __atomic_fetch_and(
+        word, ~(QKSHIM_IDLE_HOLDERS | QKSHIM_IDLE_EXCLUSIVE | QKSHIM_IDLE_WAITERS),
+        __ATOMIC_RELEASE);
+    if (old & QKSHIM_IDLE_WAITERS) qkshim_futex_wake(qkshim_idle_futex(word), INT_MAX);
+}
+
+void qkshim_idle_release_shared_slow(uint64_t *word, uint64_t old) {
+    /* Only the last holder to leave wakes the waiters; no holder can join while one waits. */
+    if ((old & QKSHIM_IDLE_HOLDERS) != 1) return;
+    uint64_t seen = __atomic_fetch_and(word, ~QKSHIM_IDLE_WAITERS, __ATOMIC_RELAXED);
+    if (seen & QKSHIM_IDLE_WAITERS) qkshim_futex_wake(qkshim_idle_futex(word), INT_MAX);
+}
+
+void qkshim_idle_wait(uint64_t *word, uint64_t conflicts) {
+    uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    while (seen & conflicts) {
+        /* Announce the wait, then sleep unless the low half changed meanwhile: every release
+         * changes it, and wakes the waiters it finds announced. */
+        if (!(seen & QKSHIM_IDLE_WAITERS)) {
+            if (!__atomic_compare_exchange_n(word, &seen, seen | QKSHIM_IDLE_WAITERS, false,
+                                             __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+                continue;
+            seen |= QKSHIM_IDLE_WAITERS;
+        }
+        qkshim_futex_wait(qkshim_idle_futex(word), (uint32_t)seen, UINT64_MAX);
+        seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    }
+}
