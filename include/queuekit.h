@@ -287,10 +287,14 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   queue still holds what its caller holds) and tells ThreadSanitizer the queue is held
  *   (exclusively on a serial queue or for a barrier, shared otherwise).
  * - On either path the queue is kept alive until the bookkeeping after `work` is done, even when
- *   `work` releases the last reference to it.
+ *   `work` releases the last reference to it: a call through dispatch holds a reference of its
+ *   own; on the idle path, qk_queue_release of the queue (or of a queue that targets it) on the
+ *   holding thread inside `work` takes effect when the call has given the queue back.
  * - qk_queue_async and qk_queue_barrier_async hand dispatch_async_f / dispatch_barrier_async_f
  *   a small node holding `work`, `context`, and a reference to the queue (given up after the
- *   block ran); the node carries ThreadSanitizer's hand-off from the submitting thread to the
+ *   block ran); the queue recycles its nodes (the block gives its node back once it ran; the
+ *   nodes are freed with the queue), so a steady stream allocates nothing once the queue has as
+ *   many nodes as blocks were ever pending at once; the node carries ThreadSanitizer's hand-off from the submitting thread to the
  *   block. A sync queued behind such a barrier is seen waiting for the queue's running blocks
  *   (section 4).
  * - In a forked child every one of these calls returns ENOTRECOVERABLE before anything else.

@@ -59,8 +59,10 @@ public func qk_queue_retain(_ queue: OpaquePointer?) -> OpaquePointer? {
 @_cdecl("qk_queue_release") @implementation
 public func qk_queue_release(_ queue: OpaquePointer?) {
     guard let queue, Handle.isTagged(queue, as: Queue.self) else { return }
-    let isImmortal = Handle.borrow(queue, as: Queue.self, otherwise: true) { $0.isImmortal }
-    if !isImmortal { Handle.release(queue, as: Queue.self) }
+    // Inside a block that holds the queue on the idle path (or a queue it targets), the release
+    // waits for the block's end: the queue outlives the block's bookkeeping.
+    let kept = Handle.borrow(queue, as: Queue.self, otherwise: true) { $0.isImmortal || $0.deferRelease() }
+    if !kept { Handle.release(queue, as: Queue.self) }
 }
 
 @_cdecl("qk_queue_label") @implementation

@@ -1,20 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Copyright QueueKit developers */
 
-/* The slow paths of a queue's idle word (see queuekit_shim_idle.h). */
+/* A queue's words, and the slow paths of its idle word (see queuekit_shim_idle.h). */
 #include "queuekit_shim_idle.h"
 
 #include <limits.h>
 #include <stdlib.h>
 
-#include "queuekit_shim.h"
+__thread void *qkshim_tls_idle_hold QKSHIM_TLS;
 
-uint64_t *qkshim_idle_create(void) {
-    return calloc(1, sizeof(uint64_t));
+qkshim_queue_words_t *qkshim_queue_words_create(void) {
+    return calloc(1, sizeof(qkshim_queue_words_t));
 }
 
-void qkshim_idle_free(uint64_t *word) {
-    free(word);
+void qkshim_queue_words_free(qkshim_queue_words_t *words) {
+    void *node = words->free_nodes;
+    while (node) {
+        void *next = *(void **)node;
+        free(node);
+        node = next;
+    }
+    free(words);
 }
 
 static uint32_t *qkshim_idle_futex(uint64_t *word) {

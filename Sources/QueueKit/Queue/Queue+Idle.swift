@@ -26,6 +26,9 @@ import QueueKitShim
 //   holds the queue alone). A call that finds the queue busy takes the dispatch route, publishing
 //   its wait; a round trip whose block waits for an idle holder withdraws that wait only once the
 //   holder has left.
+// - Lifetime. A block may release the last reference to its queue (`qk_queue_release`). The
+//   holder takes no reference of its own: the release of the queue, or of a queue that targets
+//   it, made inside the block on the holder's thread waits for the block's end (`IdleHold`).
 extension Queue {
     /// Takes the queue on the idle path for `block` if nothing of it runs or is pending.
     @inline(__always)
@@ -81,5 +84,76 @@ extension Queue {
     @usableFromInline @inline(__always)
     func idleFinished() {
         if runsIdle { qkshim_idle_finished(idleWord) }
+    }
+}
+
+/// The calling thread's hold of a queue on the idle path, on the stack of the call that runs the
+/// block (innermost in `qkshim_idle_hold_get`): the releases that ``Queue/deferRelease()`` puts
+/// off until the block has ended and the queue has been given back.
+@usableFromInline
+struct IdleHold {
+    /// The held queue's address.
+    let queue: UnsafeMutableRawPointer
+    /// The thread's hold further out.
+    let outer: UnsafeMutableRawPointer?
+    /// The releases put off, newest first.
+    var deferred: UnsafeMutablePointer<DeferredRelease>? = nil
+
+    /// Makes the releases put off, oldest first.
+    @usableFromInline @inline(never)
+    static func release(_ first: UnsafeMutablePointer<DeferredRelease>) {
+        var next: UnsafeMutablePointer<DeferredRelease>? = first
+        var queues: [Unmanaged<Queue>] = []
+        while let node = next {
+            queues.append(node.pointee.queue)
+            next = node.pointee.next
+            node.deallocate()
+        }
+        for queue in queues.reversed() { queue.release() }
+    }
+}
+
+/// A release put off until the end of an idle hold.
+@usableFromInline
+struct DeferredRelease {
+    let queue: Unmanaged<Queue>
+    let next: UnsafeMutablePointer<DeferredRelease>?
+}
+
+extension Queue {
+    /// Runs `function(context)` on the calling thread, which holds the idle queue as `route`
+    /// says, then gives the queue back and makes the releases the block put off.
+    @inline(__always)
+    func runIdle(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
+        var hold = IdleHold(queue: Unmanaged.passUnretained(self).toOpaque(), outer: qkshim_idle_hold_get())
+        withUnsafeMutablePointer(to: &hold) { hold in
+            qkshim_idle_hold_set(hold)
+            ThreadSanitizer.workerCode { runHeld(route.block, outer: route.caller) { function(context) } }
+            qkshim_idle_hold_set(hold.pointee.outer)
+        }
+        Queue.releaseIdle(idleWord, exclusive: route.block.isExclusive)
+        if let deferred = hold.deferred { IdleHold.release(deferred) }
+    }
+
+    /// `qk_queue_release` on the thread of an idle hold of this queue, or of a queue it targets:
+    /// the release waits for the end of that hold (true), which needs the queue until then.
+    package func deferRelease() -> Bool {
+        var next = qkshim_idle_hold_get()
+        while let raw = next {
+            let hold = raw.assumingMemoryBound(to: IdleHold.self)
+            var candidate: Unmanaged<Queue>? = Unmanaged.passUnretained(self)
+            while let queue = candidate {
+                if queue.toOpaque() == hold.pointee.queue {
+                    let node = UnsafeMutablePointer<DeferredRelease>.allocate(capacity: 1)
+                    node.initialize(
+                        to: DeferredRelease(queue: Unmanaged.passUnretained(self), next: hold.pointee.deferred))
+                    hold.pointee.deferred = node
+                    return true
+                }
+                candidate = queue._withUnsafeGuaranteedRef { $0.parent }
+            }
+            next = hold.pointee.outer
+        }
+        return false
     }
 }

@@ -58,7 +58,8 @@ extension Queue {
     /// thread, on the idle queue the route holds (given back after the block), or through
     /// `dispatch_sync_f` / `dispatch_barrier_sync_f` with the `Invocation` on this stack. The
     /// queue stays alive until the bookkeeping after the block is done, even when the block gives
-    /// up the last reference to it.
+    /// up the last reference to it (a round trip holds a reference; an idle hold puts the block's
+    /// releases off, ``deferRelease()``).
     @usableFromInline
     func invoke(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
         if route.isInline {
@@ -67,13 +68,8 @@ extension Queue {
             }
             return
         }
+        if route.isIdle { return runIdle(route, context, function) }
         let retained = isImmortal ? nil : Unmanaged.passUnretained(self).retain()
-        if route.isIdle {
-            ThreadSanitizer.workerCode { runHeld(route.block, outer: route.caller) { function(context) } }
-            Queue.releaseIdle(idleWord, exclusive: route.block.isExclusive)
-            retained?.release()
-            return
-        }
         idleSubmitting()
         var invocation = Invocation(
             queue: Unmanaged.passUnretained(self), caller: route.caller, block: route.block, waiter: route.waiter,
@@ -142,8 +138,12 @@ extension Queue {
     ) throws(QueueKitError) {
         try checkRunnable()
         if barrier && honoursBarriers && !isSerial { LockOrder.writing(self, call: call) }
-        // malloc itself: the allocator's per-thread cache, without the aligned-allocation detour.
-        guard let memory = malloc(MemoryLayout<AsyncNode>.stride) else { throw .outOfMemory }
+        // A node the queue recycles, else a new one (malloc itself, without the aligned-allocation
+        // detour): the blocks free nodes on dispatch's threads, so the submitting thread's own
+        // allocator cache would be empty every time.
+        guard let memory = qkshim_nodes_take(words) ?? malloc(MemoryLayout<AsyncNode>.stride) else {
+            throw .outOfMemory
+        }
         let node = memory.bindMemory(to: AsyncNode.self, capacity: 1)
         let block = admit(barrier: barrier)
         // The node owns one reference to the queue until its block has run.
@@ -181,22 +181,24 @@ private final class AsyncClosure {
     }
 }
 
-/// An asynchronous block's `Invocation`, in a node of its own (one allocation per submission,
-/// freed by the block's thread once it ran).
+/// An asynchronous block's `Invocation`, in a node of its own: recycled by its queue (given back
+/// by the block's thread once it ran, freed with the queue), allocated only when the queue has
+/// none to spare.
 struct AsyncNode {
     var invocation: Invocation
 
-    /// The C entry dispatch calls: runs the block, then frees the node and gives the queue's
-    /// reference up (last: the queue may be freed with it).
+    /// The C entry dispatch calls: runs the block, then gives the node back and the queue's
+    /// reference up (last: the queue may be freed with it, and its nodes with it).
     static let entry: CWorkFunction = { context in
         let node = context.unsafelyUnwrapped.assumingMemoryBound(to: AsyncNode.self)
         if ThreadSanitizer.isPresent { qkshim_tsan_acquire(node) }
         let invocation = node.pointee.invocation
         invocation.run()
         node.deinitialize(count: 1)
-        free(node)
         let queue = invocation.queue
-        if !queue._withUnsafeGuaranteedRef({ $0.isImmortal }) { queue.release() }
+        let (words, isImmortal) = queue._withUnsafeGuaranteedRef { ($0.words, $0.isImmortal) }
+        qkshim_nodes_give(words, node)
+        if !isImmortal { queue.release() }
     }
 }
 

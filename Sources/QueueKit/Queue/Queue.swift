@@ -67,8 +67,11 @@ public final class Queue: @unchecked Sendable {
     @usableFromInline let dispatchObject: UnsafeMutableRawPointer?
     /// Main and global queues live forever: retain and release are no-ops on them.
     package let isImmortal: Bool
-    /// The idle word (`queuekit_shim_idle.h`): who holds the queue without dispatch, and how many
-    /// blocks dispatch has been given that have not finished (see `Queue+Idle.swift`).
+    /// The words the queue owns besides dispatch's (`queuekit_shim_idle.h`): the idle word and
+    /// the recycled nodes of `async`.
+    let words: UnsafeMutablePointer<qkshim_queue_words_t>
+    /// The idle word: who holds the queue without dispatch, and how many blocks dispatch has been
+    /// given that have not finished (see `Queue+Idle.swift`).
     @usableFromInline let idleWord: UnsafeMutablePointer<UInt64>
     /// Whether a synchronous call may take the idle path: a created queue with no target.
     @usableFromInline let runsIdle: Bool
@@ -114,11 +117,12 @@ public final class Queue: @unchecked Sendable {
         immortal: Bool
     ) throws(QueueKitError) {
         guard let copy = bytes.map({ CString(copying: $0) }) ?? CString(label) else { throw .outOfMemory }
-        guard let word = qkshim_idle_create() else { throw .outOfMemory }
+        guard let words = qkshim_queue_words_create() else { throw .outOfMemory }
         // A queue that targets `target` runs its blocks there through dispatch, which the idle
         // word of `target` cannot count: `target` takes the idle path no more.
         if let target, target.runsIdle { qkshim_idle_close(target.idleWord) }
-        self.idleWord = word
+        self.words = words
+        self.idleWord = UnsafeMutableRawPointer(words).assumingMemoryBound(to: UInt64.self)
         self.runsIdle = !immortal && dispatchQueue != nil && target == nil
         self.cLabel = copy
         self.kind = kind
@@ -139,7 +143,7 @@ public final class Queue: @unchecked Sendable {
         LockOrder.forget(self)
         ThreadSanitizer.destroying(self)
         specifics.destroyAll()
-        qkshim_idle_free(idleWord)
+        qkshim_queue_words_free(words)
     }
 
     // MARK: System queues

@@ -2,9 +2,10 @@
 /* Copyright QueueKit developers */
 
 /*
- * A queue's idle word (Queue+Idle.swift): the state QueueKit owns that lets a synchronous call
- * run the queue's block on the calling thread, without dispatch, when nothing else of the queue
- * is running or pending. One 64-bit word per queue:
+ * The words a queue owns besides dispatch's: its idle word and its recycled async nodes.
+ *
+ * The idle word (Queue+Idle.swift) lets a synchronous call run the queue's block on the calling
+ * thread, without dispatch, when nothing else of the queue is running or pending. 64 bits:
  *
  *   bits  0-23  the holders: while EXCLUSIVE, the holding thread's number; otherwise how many
  *               threads hold the queue shared (non-barrier blocks of a concurrent queue)
@@ -25,6 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "queuekit_shim.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the idle word's futex half assumes a little-endian machine"
 #endif
@@ -35,9 +38,50 @@
 #define QKSHIM_IDLE_CLOSED    (1ull << 26)
 #define QKSHIM_IDLE_SUBMITTED (1ull << 32)
 
-/* A new idle word (0), or NULL when out of memory; qkshim_idle_free frees it. */
-uint64_t *qkshim_idle_create(void);
-void qkshim_idle_free(uint64_t *word);
+/* A queue's words. `idle` first: a pointer to the struct is a pointer to the idle word. */
+typedef struct {
+    uint64_t idle;
+    /* Recycled async nodes, a stack linked through each node's first word. */
+    void *free_nodes;
+    /* 1 while a thread takes a node (takers take one at a time: no ABA). */
+    uint32_t taking;
+} qkshim_queue_words_t;
+
+/* New words (all 0), or NULL when out of memory. */
+qkshim_queue_words_t *qkshim_queue_words_create(void);
+/* Frees the words and the nodes in the stack (nobody may use them any more). */
+void qkshim_queue_words_free(qkshim_queue_words_t *words);
+
+/* A recycled async node, or NULL when there is none or another thread is taking one (the
+ * caller allocates one instead of waiting). */
+static inline void *qkshim_nodes_take(qkshim_queue_words_t *words) {
+    if (__atomic_exchange_n(&words->taking, 1, __ATOMIC_ACQUIRE)) return NULL;
+    void *top = __atomic_load_n(&words->free_nodes, __ATOMIC_ACQUIRE);
+    /* Only the taker removes nodes, so `top` stays in the stack until this exchange: its link is
+     * the one it was pushed with. */
+    while (top && !__atomic_compare_exchange_n(&words->free_nodes, &top, *(void **)top, false,
+                                               __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {}
+    __atomic_store_n(&words->taking, 0, __ATOMIC_RELEASE);
+    return top;
+}
+
+/* Gives back a node taken or allocated for the queue, once its block ran. */
+static inline void qkshim_nodes_give(qkshim_queue_words_t *words, void *node) {
+    void *top = __atomic_load_n(&words->free_nodes, __ATOMIC_RELAXED);
+    do {
+        *(void **)node = top;
+    } while (!__atomic_compare_exchange_n(&words->free_nodes, &top, node, false, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+}
+
+/* The calling thread's innermost hold of a queue on the idle path (IdleHold, Queue+Idle.swift). */
+extern __thread void *qkshim_tls_idle_hold QKSHIM_TLS;
+static inline void *qkshim_idle_hold_get(void) {
+    return qkshim_tls_idle_hold;
+}
+static inline void qkshim_idle_hold_set(void *hold) {
+    qkshim_tls_idle_hold = hold;
+}
 
 /* Holds the queue alone for thread `thread` if nothing else holds it or is submitted. */
 static inline bool qkshim_idle_try_exclusive(uint64_t *word, uint64_t thread) {
