@@ -114,7 +114,16 @@ public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRa
     -> Int32
 {
     guard let work else { return EINVAL }
-    return queueStatus(queue) { queue throws(QueueKitError) in
+    if let queue, Queue.performInline(UnsafeRawPointer(queue), context, work) { return 0 }
+    return performRoute(queue, context, work)
+}
+
+/// Every `qk_queue_perform` but the common inline one: out of line, so that the common one stays
+/// a few instructions.
+@inline(never)
+private func performRoute(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t) -> Int32
+{
+    queueStatus(queue) { queue throws(QueueKitError) in
         try queue.sync(barrier: false, perform: true, call: "qk_queue_perform", context, work)
     }
 }

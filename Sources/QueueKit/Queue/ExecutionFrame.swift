@@ -41,6 +41,13 @@ struct ExecutionFrame {
         self.outer = outer
     }
 
+    /// A frame of the queue `running` (no reference counting).
+    @inlinable init(running: Unmanaged<Queue>, isExclusive: Bool, outer: UnsafePointer<ExecutionFrame>?) {
+        self.running = running
+        self.isExclusive = isExclusive
+        self.outer = outer
+    }
+
     /// The queue whose block runs.
     @usableFromInline var queue: Queue { running.takeUnretainedValue() }
 }

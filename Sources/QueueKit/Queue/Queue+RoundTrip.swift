@@ -85,22 +85,35 @@ extension Queue {
         barrier: Bool, perform: Bool, call: StaticString, _ context: UnsafeMutableRawPointer?,
         _ function: CWorkFunction
     ) throws(QueueKitError) {
-        if perform, let frame = qkshim_frame_get() {
-            // The common `perform`: onto the queue whose block the thread runs innermost, held
-            // exclusively (a serial queue's block, a barrier). It is what `performRoute` finds
-            // first, without building the route; anything else takes the route below.
-            let caller = UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
-            if caller.pointee.isExclusive,
-                caller.pointee.running.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
-            {
-                guard dispatchObject != nil else { throw .invalidArgument }
-                if _slowPath(Fork.isChild) { throw .notRecoverable }
-                ExecutionContext.run(on: self, exclusive: true, outer: caller) { function(context) }
-                return
-            }
-        }
         let route = try perform ? performRoute(call: call) : syncRoute(barrier: barrier, call: call)
         invoke(route, context, function)
+    }
+
+    /// The common `perform` of the C API, before its handle is even checked: onto the queue whose
+    /// block the calling thread runs innermost, held exclusively (a serial queue's block, a
+    /// barrier), with neither the sanitizer nor the lock-order witness to tell and no condition
+    /// test running. `handle` is then that queue (its frame proves it alive and of the right
+    /// type), and `function(context)` runs inline in a new frame: what `performRoute` would
+    /// decide, and what ``ExecutionContext/run(on:exclusive:outer:_:)`` would do, without the
+    /// checks that cannot apply. False, having done nothing, for every other case.
+    @inlinable @inline(__always)
+    package static func performInline(
+        _ handle: UnsafeRawPointer, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction
+    ) -> Bool {
+        guard let frame = qkshim_frame_get() else { return false }
+        let caller = UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
+        let queue = caller.pointee.running
+        guard UnsafeRawPointer(queue.toOpaque()) == handle, caller.pointee.isExclusive,
+            qkshim_tsan_mode == 0, !LockOrder.isOn, qkshim_testing_lock() == nil, !qkshim_is_forked_child(),
+            queue._withUnsafeGuaranteedRef({ $0.dispatchObject != nil })
+        else { return false }
+        var inner = ExecutionFrame(running: queue, isExclusive: true, outer: caller)
+        withUnsafeMutablePointer(to: &inner) { inner in
+            qkshim_frame_set(inner)
+            function(context)
+        }
+        qkshim_frame_set(frame)
+        return true
     }
 
     /// Runs `work` the way `route` says and waits, returning what it returns.
