@@ -94,6 +94,7 @@ public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMut
 public func qk_queue_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
 {
     guard let work else { return EINVAL }
+    if idle(queue, barrier: false, context, work) { return 0 }
     return queueStatus(queue) { queue throws(QueueKitError) in
         try queue.sync(barrier: false, perform: false, call: "qk_queue_sync", context, work)
     }
@@ -104,6 +105,7 @@ public func qk_queue_barrier_sync(_ queue: OpaquePointer?, _ context: UnsafeMuta
     -> Int32
 {
     guard let work else { return EINVAL }
+    if idle(queue, barrier: true, context, work) { return 0 }
     return queueStatus(queue) { queue throws(QueueKitError) in
         try queue.sync(barrier: true, perform: false, call: "qk_queue_barrier_sync", context, work)
     }
@@ -115,7 +117,21 @@ public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRa
 {
     guard let work else { return EINVAL }
     if let queue, Queue.performInline(UnsafeRawPointer(queue), context, work) { return 0 }
+    if idle(queue, barrier: false, context, work) { return 0 }
     return performRoute(queue, context, work)
+}
+
+/// The common synchronous call, before the status machinery: a queue handle, no condition test
+/// running, no sanitizer to hide the library from, and the queue idle (``Queue/syncIdle``).
+@inline(__always)
+private func idle(_ queue: OpaquePointer?, barrier: Bool, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t)
+    -> Bool
+{
+    guard let queue, Handle.isTagged(queue, as: Queue.self), qkshim_testing_lock() == nil, qkshim_tsan_mode == 0
+    else { return false }
+    return Unmanaged<Queue>.fromOpaque(UnsafeRawPointer(queue))._withUnsafeGuaranteedRef {
+        $0.syncIdle(barrier: barrier, context, work)
+    }
 }
 
 /// Every `qk_queue_perform` but the common inline one: out of line, so that the common one stays

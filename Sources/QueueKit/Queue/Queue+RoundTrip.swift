@@ -89,6 +89,30 @@ extension Queue {
         invoke(route, context, function)
     }
 
+    /// `syncRoute` and `invoke` in one for their common case (the C API's `sync`, `barrier_sync`
+    /// and `perform` call it before ``sync(barrier:perform:call:_:_:)``): a queue that takes the idle path (so it has no target, and
+    /// runs blocks), outside a forked child, with the witness off (so the call records nothing).
+    /// When the calling thread holds nothing of the queue and the queue is idle, runs
+    /// `function(context)` there and returns true; otherwise returns false having done nothing,
+    /// and the route decides (a queue the thread holds: refused or inline; a busy one: through
+    /// dispatch; the checks that throw).
+    package func syncIdle(barrier: Bool, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) -> Bool {
+        guard runsIdle && !LockOrder.isOn && !Fork.isChild else { return false }
+        let caller: UnsafePointer<ExecutionFrame>?
+        if let block = ExecutionContext.innermostBlock {
+            if ExecutionContext.hold(of: self, from: block) != .none { return false }
+            caller = block
+        } else {
+            // Nothing, or the main thread's frame of the main queue: neither holds this queue
+            // (it is not the main queue, and targets none).
+            caller = ExecutionContext.mainThreadFrame()
+        }
+        let block = admit(barrier: barrier)
+        guard holdIdle(block) else { return false }
+        runIdle(SyncRoute(idleFrom: caller, block: block), context, function)
+        return true
+    }
+
     /// The common `perform` of the C API, before its handle is even checked: onto the queue whose
     /// block the calling thread runs innermost, held exclusively (a serial queue's block, a
     /// barrier), with neither the sanitizer nor the lock-order witness to tell and no condition
