@@ -41,8 +41,16 @@ void qkshim_idle_release_shared_slow(uint64_t *word, uint64_t old) {
     if (seen & QKSHIM_IDLE_WAITERS) qkshim_futex_wake(qkshim_idle_futex(word), INT_MAX);
 }
 
+/* Polls before sleeping: a holder on the idle path usually leaves within a short block, and a
+ * futex wait and wake cost two system calls. */
+enum { QKSHIM_IDLE_POLLS = 128 };
+
 void qkshim_idle_wait(uint64_t *word, uint64_t conflicts) {
     uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    for (int polls = 0; (seen & conflicts) && polls < QKSHIM_IDLE_POLLS; polls++) {
+        qkshim_cpu_relax();
+        seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    }
     while (seen & conflicts) {
         /* Announce the wait, then sleep unless the low half changed meanwhile: every release
          * changes it, and wakes the waiters it finds announced. */
