@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 __thread void *qkshim_tls_idle_hold QKSHIM_TLS;
+_Atomic bool qkshim_plain_queue_registered;
 
 qkshim_queue_words_t *qkshim_queue_words_create(void) {
     return calloc(1, sizeof(qkshim_queue_words_t));

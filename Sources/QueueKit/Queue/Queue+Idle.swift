@@ -96,6 +96,10 @@ struct IdleHold {
     let queue: UnsafeMutableRawPointer
     /// The thread's hold further out.
     let outer: UnsafeMutableRawPointer?
+    /// The dispatch queue current when the hold began, once a plain dispatch queue has been
+    /// registered (`nil` before): while it is still current, no dispatch queue was entered since,
+    /// and ``DispatchQueue/current`` answers from the frames.
+    let dispatchCurrent: UnsafeMutableRawPointer?
     /// The releases put off, newest first.
     var deferred: UnsafeMutablePointer<DeferredRelease>? = nil
 
@@ -125,7 +129,9 @@ extension Queue {
     /// says, then gives the queue back and makes the releases the block put off.
     @inline(__always)
     func runIdle(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
-        var hold = IdleHold(queue: Unmanaged.passUnretained(self).toOpaque(), outer: qkshim_idle_hold_get())
+        var hold = IdleHold(
+            queue: Unmanaged.passUnretained(self).toOpaque(), outer: qkshim_idle_hold_get(),
+            dispatchCurrent: qkshim_plain_queue_registered_get() ? qkshim_dispatch_current_queue() : nil)
         withUnsafeMutablePointer(to: &hold) { hold in
             qkshim_idle_hold_set(hold)
             ThreadSanitizer.workerCode { runHeld(route.block, outer: route.caller) { function(context) } }
@@ -155,5 +161,17 @@ extension Queue {
             next = hold.pointee.outer
         }
         return false
+    }
+}
+
+extension IdleHold {
+    /// Whether the calling thread's innermost idle hold began while the dispatch queue current now
+    /// was already current: then no dispatch queue has been entered since, and what runs innermost
+    /// is the hold's block (or a block inline in it), whatever dispatch's current queue says.
+    static var innermostIsCurrent: Bool {
+        guard let raw = qkshim_idle_hold_get() else { return false }
+        let hold = raw.assumingMemoryBound(to: IdleHold.self)
+        guard let noted = hold.pointee.dispatchCurrent else { return false }
+        return noted == qkshim_dispatch_current_queue()
     }
 }

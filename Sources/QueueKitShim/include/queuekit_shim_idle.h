@@ -74,6 +74,16 @@ static inline void qkshim_nodes_give(qkshim_queue_words_t *words, void *node) {
                                           __ATOMIC_RELAXED));
 }
 
+/* Whether a plain dispatch queue was ever registered for DispatchQueue.current (set once, never
+ * cleared): only then does an idle hold note which dispatch queue was current at its start. */
+extern _Atomic bool qkshim_plain_queue_registered;
+static inline bool qkshim_plain_queue_registered_get(void) {
+    return __atomic_load_n((bool *)&qkshim_plain_queue_registered, __ATOMIC_RELAXED);
+}
+static inline void qkshim_plain_queue_registered_set(void) {
+    __atomic_store_n((bool *)&qkshim_plain_queue_registered, true, __ATOMIC_RELAXED);
+}
+
 /* The calling thread's innermost hold of a queue on the idle path (IdleHold, Queue+Idle.swift). */
 extern __thread void *qkshim_tls_idle_hold QKSHIM_TLS;
 static inline void *qkshim_idle_hold_get(void) {

@@ -201,4 +201,35 @@ struct QueueIdlePathTests {
             #expect(report.contains("idle-ring-a") && report.contains("idle-ring-b"))
         }
     }
+
+    @Test(
+        "inside a registered plain dispatch queue, a queue taken on the idle path is DispatchQueue.current, and the plain one again after"
+    )
+    func dispatchCurrentInsideAPlainQueue() throws {
+        let queue = try Queue(label: "idle.dq.queue")
+        let plain = DispatchQueue(label: "idle.dq.plain", registerDetection: true)
+        let inner = DispatchQueue(label: "idle.dq.inner", registerDetection: true)
+        let facts = Facts()
+        #expect(
+            bounded {
+                plain.sync {
+                    try? queue.sync {
+                        facts.flag("idle", IdleWord(queue).isExclusive)
+                        facts["queue"] = DispatchQueue.currentLabel
+                        inner.sync {
+                            facts["inner"] = DispatchQueue.currentLabel
+                            // Inline, as through dispatch: the plain queue entered later stays innermost.
+                            try? queue.perform { facts["perform inside inner"] = DispatchQueue.currentLabel }
+                        }
+                        facts["queue again"] = DispatchQueue.currentLabel
+                    }
+                    facts["plain"] = DispatchQueue.currentLabel
+                }
+            })
+        #expect(
+            facts.all == [
+                "idle": "true", "queue": "idle.dq.queue", "inner": "idle.dq.inner",
+                "perform inside inner": "idle.dq.inner", "queue again": "idle.dq.queue", "plain": "idle.dq.plain",
+            ])
+    }
 }
