@@ -140,6 +140,31 @@ extension Queue {
         return true
     }
 
+    /// `sync` and `barrierSync`: on the idle path when it applies (``syncIdle(barrier:_:_:)``),
+    /// otherwise the way their route says.
+    @inlinable
+    func run<R>(barrier: Bool, call: StaticString, _ work: () throws -> R) throws -> R {
+        var result: R?
+        var failure: (any Error)?
+        // A closure literal passed as a non-escaping argument: its captures stay on this stack.
+        let ranIdle = invokeIdle(barrier: barrier) {
+            do { result = try work() } catch { failure = error }
+        }
+        if !ranIdle { return try run(syncRoute(barrier: barrier, call: call), work) }
+        if let failure { throw failure }
+        return result.unsafelyUnwrapped
+    }
+
+    /// ``syncIdle(barrier:_:_:)`` of a Swift closure: the closure itself, in this frame, is the
+    /// context.
+    @usableFromInline
+    func invokeIdle(barrier: Bool, _ body: () -> Void) -> Bool {
+        withoutActuallyEscaping(body) { body in
+            var body = body
+            return withUnsafeMutablePointer(to: &body) { syncIdle(barrier: barrier, $0, closureEntry) }
+        }
+    }
+
     /// Runs `work` the way `route` says and waits, returning what it returns.
     @inlinable
     func run<R>(_ route: SyncRoute, _ work: () throws -> R) throws -> R {

@@ -192,7 +192,7 @@ public final class Queue: @unchecked Sendable {
     ///   runs inline: it can never wait behind a pending barrier.
     @inlinable
     public func sync<R>(_ work: () throws -> R) throws -> R {
-        try run(syncRoute(barrier: false, call: "Queue.sync"), work)
+        try run(barrier: false, call: "Queue.sync", work)
     }
 
     /// Runs `work` as a barrier and waits for it.
@@ -201,7 +201,7 @@ public final class Queue: @unchecked Sendable {
     ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
     @inlinable
     public func barrierSync<R>(_ work: () throws -> R) throws -> R {
-        try run(syncRoute(barrier: true, call: "Queue.barrierSync"), work)
+        try run(barrier: true, call: "Queue.barrierSync", work)
     }
 
     /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
