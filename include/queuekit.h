@@ -250,8 +250,9 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   thread's own frames (what it runs here and further out, through sync hops), whether the call
  *   is refused (EDEADLK: sync onto a queue it holds exclusively, barrier_sync onto a queue it
  *   runs, the target cases), runs inline (perform on a queue the thread is on; sync onto a
- *   concurrent queue whose non-barrier block it runs) or goes through dispatch. None of this
- *   touches shared memory: it is the same check, with the same answers, as always.
+ *   concurrent queue whose non-barrier block it runs) or reaches the queue: on the idle path
+ *   when the queue is idle, otherwise through dispatch. None of this touches shared memory: it
+ *   is the same check, with the same answers, on every path.
  * - Inline: `work` runs on the calling thread in a new frame of `queue` (qk_queue_current()
  *   is `queue` inside), holding it as the thread holds it already. Nothing is waited for, so
  *   nothing is published; the thread held `queue` before the call and still does.
@@ -271,8 +272,8 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   a queue created to target a queue closes that queue's idle path for good, and its blocks
  *   wait, on their way in, for the holders of the queues they target. The holder runs inside
  *   a frame of `queue`, where section 4's detector finds every holder, and the word names it
- *   (its thread number) while it holds the queue alone; the lock-order witness records the
- *   call's edges as for any call that may wait (section 9's list). qk_queue_current(), the
+ *   (its thread number) while it holds the queue alone; the lock-order witness (section 4)
+ *   records the call's edges as for any call that may wait. qk_queue_current(), the
  *   checks, the refusals above and in a forked child are the same on every path. The queue's
  *   blocks are those submitted through QueueKit: a block given to its dispatch queue directly
  *   (DispatchQueue.current inside a block, in Swift) is not counted and can overlap an idle call.
@@ -294,9 +295,9 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   a small node holding `work`, `context`, and a reference to the queue (given up after the
  *   block ran); the queue recycles its nodes (the block gives its node back once it ran; the
  *   nodes are freed with the queue), so a steady stream allocates nothing once the queue has as
- *   many nodes as blocks were ever pending at once; the node carries ThreadSanitizer's hand-off from the submitting thread to the
- *   block. A sync queued behind such a barrier is seen waiting for the queue's running blocks
- *   (section 4).
+ *   many nodes as blocks were ever pending at once; the node carries ThreadSanitizer's hand-off
+ *   from the submitting thread to the block. A sync queued behind such a barrier is seen waiting
+ *   for the queue's running blocks (section 4).
  * - In a forked child every one of these calls returns ENOTRECOVERABLE before anything else.
  */
 

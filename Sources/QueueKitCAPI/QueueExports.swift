@@ -117,7 +117,6 @@ public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRa
 {
     guard let work else { return EINVAL }
     if let queue, Queue.performInline(UnsafeRawPointer(queue), context, work) { return 0 }
-    if idle(queue, barrier: false, context, work) { return 0 }
     return performRoute(queue, context, work)
 }
 
@@ -134,12 +133,13 @@ private func idle(_ queue: OpaquePointer?, barrier: Bool, _ context: UnsafeMutab
     }
 }
 
-/// Every `qk_queue_perform` but the common inline one: out of line, so that the common one stays
-/// a few instructions.
+/// Every `qk_queue_perform` but the common inline one (the idle path, then the route): out of
+/// line, so that the common one stays a few instructions.
 @inline(never)
 private func performRoute(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t) -> Int32
 {
-    queueStatus(queue) { queue throws(QueueKitError) in
+    if idle(queue, barrier: false, context, work) { return 0 }
+    return queueStatus(queue) { queue throws(QueueKitError) in
         try queue.sync(barrier: false, perform: true, call: "qk_queue_perform", context, work)
     }
 }

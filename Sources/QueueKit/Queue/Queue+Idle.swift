@@ -38,8 +38,7 @@ extension Queue {
             ? qkshim_idle_try_exclusive(idleWord, qkshim_thread_id()) : qkshim_idle_try_shared(idleWord)
     }
 
-    /// Gives back the queue `holdIdle` took. `word` is the queue's idle word, read before the
-    /// block ran.
+    /// Gives back the queue `holdIdle` took (`word` is its idle word).
     @inline(__always)
     static func releaseIdle(_ word: UnsafeMutablePointer<UInt64>, exclusive: Bool) {
         if exclusive {

@@ -232,4 +232,51 @@ struct QueueIdlePathTests {
                 "perform inside inner": "idle.dq.inner", "queue again": "idle.dq.queue", "plain": "idle.dq.plain",
             ])
     }
+
+    @Test(
+        "a sync whose block waits for an idle holder keeps its wait published: the ring it closes with the holder is refused"
+    )
+    func syncBehindAnIdleHolderStaysPublished() throws {
+        let tag = unique("idle-behind")
+        let queue = try Queue(label: "\(tag).queue")
+        let lock = ConditionLock(condition: 0, name: "\(tag).lock")
+        let lockerHolds = DispatchSemaphore(value: 0)
+        let holderIn = DispatchSemaphore(value: 0)
+        let refused = Shared<[String: Bool]>([:])
+        let idle = Shared(false)
+        // The holder takes the queue on the idle path; once the locker's sync waits behind it, it
+        // asks for the lock the locker holds: a ring through a sync dispatch has already started.
+        let holder = spawn {
+            try? queue.sync {
+                idle.update { $0 = IdleWord(queue).isExclusive }
+                holderIn.signal()
+                _ = lockerHolds.wait(timeout: .now() + testTimeout)
+                _ = eventually { IdleWord(queue).hasWaiters }
+                do throws(QueueKitError) {
+                    try lock.lock()
+                    try lock.unlock()
+                    refused.update { $0["holder"] = false }
+                } catch {
+                    refused.update { $0["holder"] = error == .wouldDeadlock }
+                }
+            }
+        }
+        let locker = spawn {
+            try? lock.lock()
+            lockerHolds.signal()
+            _ = holderIn.wait(timeout: .now() + testTimeout)
+            do {
+                try queue.sync {}
+                refused.update { $0["locker"] = false }
+            } catch {
+                refused.update { $0["locker"] = true }
+            }
+            try? lock.unlock()
+        }
+        #expect(waits(for: holder) && waits(for: locker))
+        #expect(idle.value)
+        // The holder published last: its search finds the ring and refuses its own wait.
+        #expect(refused.value == ["holder": true, "locker": false])
+        #expect(ReportLog.shared.reports(mentioning: tag).count == 1)
+    }
 }
