@@ -289,8 +289,9 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   (exclusively on a serial queue or for a barrier, shared otherwise).
  * - On either path the queue is kept alive until the bookkeeping after `work` is done, even when
  *   `work` releases the last reference to it: a call through dispatch holds a reference of its
- *   own; on the idle path, qk_queue_release of the queue (or of a queue that targets it) on the
- *   holding thread inside `work` takes effect when the call has given the queue back.
+ *   own; on the idle path, qk_queue_release of the queue (or of a queue that targets it) inside
+ *   `work`, or inside a block of a sync that `work` makes (on any thread, a main-queue block's
+ *   included), takes effect when the call has given the queue back.
  * - qk_queue_async and qk_queue_barrier_async hand dispatch_async_f / dispatch_barrier_async_f
  *   a small node holding `work`, `context`, and a reference to the queue (given up after the
  *   block ran); the queue recycles its nodes (the block gives its node back once it ran; the

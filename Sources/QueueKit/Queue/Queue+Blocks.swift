@@ -53,13 +53,15 @@ extension Queue {
     }
 
     /// Runs `body` as the block `block` of this queue on the calling thread, which holds the
-    /// queue already (through dispatch or on the idle path).
+    /// queue already (through dispatch, or on the idle path with `idleHold`).
     @inlinable @inline(__always)
     func runHeld<R, E: Error>(
-        _ block: Block, outer: UnsafePointer<ExecutionFrame>?, _ body: () throws(E) -> R
+        _ block: Block, outer: UnsafePointer<ExecutionFrame>?, idleHold: UnsafeMutableRawPointer? = nil,
+        _ body: () throws(E) -> R
     ) throws(E) -> R {
         Acquisitions.acquired(self, .queue, exclusive: block.isExclusive)
         defer { Acquisitions.releasing(self, .queue, exclusive: block.isExclusive) }
-        return try ExecutionContext.run(on: self, exclusive: block.isExclusive, outer: outer, body)
+        return try ExecutionContext.run(
+            on: self, exclusive: block.isExclusive, outer: outer, idleHold: idleHold, body)
     }
 }

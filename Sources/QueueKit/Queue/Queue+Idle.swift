@@ -28,7 +28,8 @@ import QueueKitShim
 //   holder has left.
 // - Lifetime. A block may release the last reference to its queue (`qk_queue_release`). The
 //   holder takes no reference of its own: the release of the queue, or of a queue that targets
-//   it, made inside the block on the holder's thread waits for the block's end (`IdleHold`).
+//   it, made inside the block (on any thread its frame chain reaches) waits for the block's end
+//   (`IdleHold`).
 extension Queue {
     /// Takes the queue on the idle path for `block` if nothing of it runs or is pending.
     @inline(__always)
@@ -86,9 +87,9 @@ extension Queue {
     }
 }
 
-/// The calling thread's hold of a queue on the idle path, on the stack of the call that runs the
-/// block (innermost in `qkshim_idle_hold_get`): the releases that ``Queue/deferRelease()`` puts
-/// off until the block has ended and the queue has been given back.
+/// A hold of a queue on the idle path, on the stack of the call that runs the block (the thread's
+/// innermost in `qkshim_idle_hold_get`, and the block's frame's `idleHold`): the releases that
+/// ``Queue/deferRelease()`` puts off until the block has ended and the queue has been given back.
 @usableFromInline
 struct IdleHold {
     /// The held queue's address.
@@ -133,31 +134,38 @@ extension Queue {
             dispatchCurrent: qkshim_plain_queue_registered_get() ? qkshim_dispatch_current_queue() : nil)
         withUnsafeMutablePointer(to: &hold) { hold in
             qkshim_idle_hold_set(hold)
-            ThreadSanitizer.workerCode { runHeld(route.block, outer: route.caller) { function(context) } }
+            ThreadSanitizer.workerCode {
+                runHeld(route.block, outer: route.caller, idleHold: UnsafeMutableRawPointer(hold)) { function(context) }
+            }
             qkshim_idle_hold_set(hold.pointee.outer)
         }
         Queue.releaseIdle(idleWord, exclusive: route.block.isExclusive)
         if let deferred = hold.deferred { IdleHold.release(deferred) }
     }
 
-    /// `qk_queue_release` on the thread of an idle hold of this queue, or of a queue it targets:
-    /// the release waits for the end of that hold (true), which needs the queue until then.
+    /// `qk_queue_release` inside a block that holds this queue, or a queue it targets, on the idle
+    /// path, here or further out (the frame chain, which a sync onto the main queue hands to
+    /// another thread): the release waits for the end of that hold (true), which needs the queue
+    /// until then. The holding thread reads what is put off only once its block has returned,
+    /// after every block of the chain inside it.
     package func deferRelease() -> Bool {
-        var next = qkshim_idle_hold_get()
-        while let raw = next {
-            let hold = raw.assumingMemoryBound(to: IdleHold.self)
-            var candidate: Unmanaged<Queue>? = Unmanaged.passUnretained(self)
-            while let queue = candidate {
-                if queue.toOpaque() == hold.pointee.queue {
-                    let node = UnsafeMutablePointer<DeferredRelease>.allocate(capacity: 1)
-                    node.initialize(
-                        to: DeferredRelease(queue: Unmanaged.passUnretained(self), next: hold.pointee.deferred))
-                    hold.pointee.deferred = node
-                    return true
+        var frame = ExecutionContext.innermostBlock
+        while let current = frame {
+            if let raw = current.pointee.idleHold {
+                let hold = raw.assumingMemoryBound(to: IdleHold.self)
+                var candidate: Unmanaged<Queue>? = Unmanaged.passUnretained(self)
+                while let queue = candidate {
+                    if queue.toOpaque() == hold.pointee.queue {
+                        let node = UnsafeMutablePointer<DeferredRelease>.allocate(capacity: 1)
+                        node.initialize(
+                            to: DeferredRelease(queue: Unmanaged.passUnretained(self), next: hold.pointee.deferred))
+                        hold.pointee.deferred = node
+                        return true
+                    }
+                    candidate = queue._withUnsafeGuaranteedRef { $0.parent }
                 }
-                candidate = queue._withUnsafeGuaranteedRef { $0.parent }
             }
-            next = hold.pointee.outer
+            frame = current.pointee.outer
         }
         return false
     }
