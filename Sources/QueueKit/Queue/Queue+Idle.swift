@@ -40,7 +40,7 @@ extension Queue {
     }
 
     /// Gives back the queue `holdIdle` took (`word` is its idle word).
-    @inline(__always)
+    @usableFromInline @inline(__always)
     static func releaseIdle(_ word: UnsafeMutablePointer<UInt64>, exclusive: Bool) {
         if exclusive {
             qkshim_idle_release_exclusive(word, qkshim_thread_id())
@@ -93,15 +93,23 @@ extension Queue {
 @usableFromInline
 struct IdleHold {
     /// The held queue's address.
-    let queue: UnsafeMutableRawPointer
+    @usableFromInline let queue: UnsafeMutableRawPointer
     /// The thread's hold further out.
-    let outer: UnsafeMutableRawPointer?
+    @usableFromInline let outer: UnsafeMutableRawPointer?
     /// The dispatch queue current when the hold began, once a plain dispatch queue has been
     /// registered (`nil` before): while it is still current, no dispatch queue was entered since,
     /// and ``DispatchQueue/current`` answers from the frames.
-    let dispatchCurrent: UnsafeMutableRawPointer?
+    @usableFromInline let dispatchCurrent: UnsafeMutableRawPointer?
     /// The releases put off, newest first.
-    var deferred: UnsafeMutablePointer<DeferredRelease>? = nil
+    @usableFromInline var deferred: UnsafeMutablePointer<DeferredRelease>?
+
+    @inlinable @inline(__always)
+    init(queue: UnsafeMutableRawPointer, outer: UnsafeMutableRawPointer?, dispatchCurrent: UnsafeMutableRawPointer?) {
+        self.queue = queue
+        self.outer = outer
+        self.dispatchCurrent = dispatchCurrent
+        self.deferred = nil
+    }
 
     /// Makes the releases put off, oldest first.
     @usableFromInline @inline(never)
@@ -125,22 +133,24 @@ struct DeferredRelease {
 }
 
 extension Queue {
-    /// Runs `function(context)` on the calling thread, which holds the idle queue as `route`
-    /// says, then gives the queue back and makes the releases the block put off.
-    @inline(__always)
-    func runIdle(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
+    /// Runs `work` on the calling thread, which holds the idle queue as `route` says, then gives
+    /// the queue back and makes the releases the block put off (also when `work` throws).
+    @inlinable @inline(__always)
+    func runIdle<R, E: Error>(_ route: SyncRoute, _ work: () throws(E) -> R) throws(E) -> R {
         var hold = IdleHold(
             queue: Unmanaged.passUnretained(self).toOpaque(), outer: qkshim_idle_hold_get(),
             dispatchCurrent: qkshim_plain_queue_registered_get() ? qkshim_dispatch_current_queue() : nil)
-        withUnsafeMutablePointer(to: &hold) { hold in
-            qkshim_idle_hold_set(hold)
-            ThreadSanitizer.workerCode {
-                runHeld(route.block, outer: route.caller, idleHold: UnsafeMutableRawPointer(hold)) { function(context) }
-            }
-            qkshim_idle_hold_set(hold.pointee.outer)
+        defer {
+            Queue.releaseIdle(idleWord, exclusive: route.block.isExclusive)
+            if let deferred = hold.deferred { IdleHold.release(deferred) }
         }
-        Queue.releaseIdle(idleWord, exclusive: route.block.isExclusive)
-        if let deferred = hold.deferred { IdleHold.release(deferred) }
+        return try withUnsafeMutablePointer(to: &hold) { (hold) throws(E) -> R in
+            qkshim_idle_hold_set(hold)
+            defer { qkshim_idle_hold_set(hold.pointee.outer) }
+            return try ThreadSanitizer.workerCode { () throws(E) -> R in
+                try runHeld(route.block, outer: route.caller, idleHold: UnsafeMutableRawPointer(hold), work)
+            }
+        }
     }
 
     /// `qk_queue_release` inside a block that holds this queue, or a queue it targets, on the idle

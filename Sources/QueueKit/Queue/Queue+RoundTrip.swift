@@ -68,7 +68,7 @@ extension Queue {
             }
             return
         }
-        if route.isIdle { return runIdle(route, context, function) }
+        if route.isIdle { return runIdle(route) { function(context) } }
         let retained = isImmortal ? nil : Unmanaged.passUnretained(self).retain()
         idleSubmitting()
         var invocation = Invocation(
@@ -97,10 +97,19 @@ extension Queue {
     /// and the route decides (a queue the thread holds: refused or inline; a busy one: through
     /// dispatch; the checks that throw).
     package func syncIdle(barrier: Bool, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) -> Bool {
-        guard runsIdle && !LockOrder.isOn && !Fork.isChild else { return false }
+        guard let route = idleRoute(barrier: barrier) else { return false }
+        runIdle(route) { function(context) }
+        return true
+    }
+
+    /// The checks of ``syncIdle(barrier:_:_:)``, then the queue taken: the route of the block to
+    /// run (pass it to `runIdle` at once), or `nil` having done nothing.
+    @usableFromInline @inline(__always)
+    func idleRoute(barrier: Bool) -> SyncRoute? {
+        guard runsIdle && !LockOrder.isOn && !Fork.isChild else { return nil }
         let caller: UnsafePointer<ExecutionFrame>?
         if let block = ExecutionContext.innermostBlock {
-            if ExecutionContext.hold(of: self, from: block) != .none { return false }
+            if ExecutionContext.hold(of: self, from: block) != .none { return nil }
             caller = block
         } else {
             // Nothing, or the main thread's frame of the main queue: neither holds this queue
@@ -108,9 +117,8 @@ extension Queue {
             caller = ExecutionContext.mainThreadFrame()
         }
         let block = admit(barrier: barrier)
-        guard holdIdle(block) else { return false }
-        runIdle(SyncRoute(idleFrom: caller, block: block), context, function)
-        return true
+        guard holdIdle(block) else { return nil }
+        return SyncRoute(idleFrom: caller, block: block)
     }
 
     /// The common `perform` of the C API, before its handle is even checked: onto the queue whose
@@ -140,29 +148,12 @@ extension Queue {
         return true
     }
 
-    /// `sync` and `barrierSync`: on the idle path when it applies (``syncIdle(barrier:_:_:)``),
-    /// otherwise the way their route says.
+    /// `sync` and `barrierSync`: on the idle path when it applies (``idleRoute(barrier:)``: `work`
+    /// runs right here, no closure context to build), otherwise the way their route says.
     @inlinable
     func run<R>(barrier: Bool, call: StaticString, _ work: () throws -> R) throws -> R {
-        var result: R?
-        var failure: (any Error)?
-        // A closure literal passed as a non-escaping argument: its captures stay on this stack.
-        let ranIdle = invokeIdle(barrier: barrier) {
-            do { result = try work() } catch { failure = error }
-        }
-        if !ranIdle { return try run(syncRoute(barrier: barrier, call: call), work) }
-        if let failure { throw failure }
-        return result.unsafelyUnwrapped
-    }
-
-    /// ``syncIdle(barrier:_:_:)`` of a Swift closure: the closure itself, in this frame, is the
-    /// context.
-    @usableFromInline
-    func invokeIdle(barrier: Bool, _ body: () -> Void) -> Bool {
-        withoutActuallyEscaping(body) { body in
-            var body = body
-            return withUnsafeMutablePointer(to: &body) { syncIdle(barrier: barrier, $0, closureEntry) }
-        }
+        if let route = idleRoute(barrier: barrier) { return try runIdle(route, work) }
+        return try run(syncRoute(barrier: barrier, call: call), work)
     }
 
     /// Runs `work` the way `route` says and waits, returning what it returns.
@@ -171,6 +162,7 @@ extension Queue {
         if route.isInline {
             return try ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller, work)
         }
+        if route.isIdle { return try runIdle(route, work) }
         var result: R?
         var failure: (any Error)?
         // A closure literal passed as a non-escaping argument: its captures stay on this stack.
