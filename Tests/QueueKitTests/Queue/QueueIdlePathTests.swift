@@ -279,4 +279,20 @@ struct QueueIdlePathTests {
         #expect(refused.value == ["holder": true, "locker": false])
         #expect(ReportLog.shared.reports(mentioning: tag).count == 1)
     }
+
+    @Test(
+        "a block that throws on the idle path gives the queue back: the error reaches the caller, the next call takes the queue again"
+    )
+    func throwingBlockGivesTheQueueBack() throws {
+        struct Failure: Error {}
+        let queue = try Queue(label: "idle.throws")
+        let concurrent = try Queue(label: "idle.throws.concurrent", kind: .concurrent)
+        #expect(throws: Failure.self) { try queue.sync { throw Failure() } }
+        #expect(IdleWord(queue).raw == 0)
+        #expect(throws: Failure.self) { try concurrent.sync { throw Failure() } }
+        #expect(throws: Failure.self) { try concurrent.barrierSync { throw Failure() } }
+        #expect(IdleWord(concurrent).raw == 0)
+        #expect(try queue.sync { IdleWord(queue).isExclusive })
+        #expect(try concurrent.sync { IdleWord(concurrent).holders == 1 })
+    }
 }
