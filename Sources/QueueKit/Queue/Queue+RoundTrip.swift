@@ -90,8 +90,9 @@ extension Queue {
     }
 
     /// `syncRoute` and `invoke` in one for their common case (the C API's `sync`, `barrier_sync`
-    /// and `perform` call it before ``sync(barrier:perform:call:_:_:)``): a queue that takes the idle path (so it has no target, and
-    /// runs blocks), outside a forked child, with the witness off (so the call records nothing).
+    /// and `perform` call it before ``sync(barrier:perform:call:_:_:)``): a queue that takes the
+    /// idle path (so it has no target, and runs blocks), outside a forked child, with the witness
+    /// off (so the call records nothing).
     /// When the calling thread holds nothing of the queue and the queue is idle, runs
     /// `function(context)` there and returns true; otherwise returns false having done nothing,
     /// and the route decides (a queue the thread holds: refused or inline; a busy one: through
