@@ -250,28 +250,55 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   thread's own frames (what it runs here and further out, through sync hops), whether the call
  *   is refused (EDEADLK: sync onto a queue it holds exclusively, barrier_sync onto a queue it
  *   runs, the target cases), runs inline (perform on a queue the thread is on; sync onto a
- *   concurrent queue whose non-barrier block it runs) or goes through dispatch. None of this
- *   touches shared memory: it is the same check, with the same answers, as always.
+ *   concurrent queue whose non-barrier block it runs) or reaches the queue: on the idle path
+ *   when the queue is idle, otherwise through dispatch. None of this touches shared memory: it
+ *   is the same check, with the same answers, on every path.
  * - Inline: `work` runs on the calling thread in a new frame of `queue` (qk_queue_current()
  *   is `queue` inside), holding it as the thread holds it already. Nothing is waited for, so
  *   nothing is published; the thread held `queue` before the call and still does.
- * - Through dispatch: the wait is published for the cross-thread detector exactly as described
- *   in section 4 (and refused there when it would close a cycle, before dispatch sees it), then
- *   the call is dispatch_sync_f or dispatch_barrier_sync_f itself, with a context on the
- *   calling thread's stack: no block, no allocation. dispatch_sync_f on an idle queue runs the
- *   work on the calling thread; otherwise it waits behind the blocks submitted before it, as
- *   dispatch orders them, so exclusivity (serial queues, barriers) and the order after earlier
- *   qk_queue_async blocks are dispatch's own. The work's wrapper withdraws the wait as soon as
- *   it starts, pushes the frame that makes qk_queue_current() and qk_queue_check answer for
- *   `queue` (and hands the caller's frames on, so a sync onto the main queue still holds what
- *   its caller holds) and tells ThreadSanitizer the queue is held (exclusively on a serial queue
- *   or for a barrier, shared otherwise). The queue is kept alive
- *   until that bookkeeping is done, even when `work` releases the last reference to it.
+ * - Idle: a call onto a created queue with no target, which no queue targets, and of which
+ *   nothing runs or is pending (no block submitted to dispatch unfinished, no other thread
+ *   holding it in a way that conflicts: any holder for a serial queue or a barrier, an exclusive
+ *   one for a plain sync onto a concurrent queue), takes the queue with one compare-and-swap on
+ *   a word QueueKit owns, as dispatch_sync takes an idle queue, and runs `work` on the calling
+ *   thread in a new frame of `queue`, telling ThreadSanitizer the queue is held, then gives the
+ *   queue back. The thread does not wait, so nothing is published for the detector. Why the
+ *   rules still hold: every block QueueKit hands dispatch for the queue (async, barrier_async,
+ *   a sync through dispatch, an actor's job) is counted in that word before it is submitted and
+ *   until it has finished, so an idle call never overtakes a block submitted before it, queued
+ *   or running, and takes the dispatch route instead; a block that dispatch starts while a thread
+ *   holds the queue this way first waits for that holder to leave (a plain block of a concurrent
+ *   queue only for an exclusive holder), so no block ever overlaps one the queue forbids it to;
+ *   a queue created to target a queue closes that queue's idle path for good, and its blocks
+ *   wait, on their way in, for the holders of the queues they target. The holder runs inside
+ *   a frame of `queue`, where section 4's detector finds every holder, and the word names it
+ *   (its thread number) while it holds the queue alone; the lock-order witness (section 4)
+ *   records the call's edges as for any call that may wait. qk_queue_current(), the
+ *   checks, the refusals above and in a forked child are the same on every path. The queue's
+ *   blocks are those submitted through QueueKit: a block given to its dispatch queue directly
+ *   (DispatchQueue.current inside a block, in Swift) is not counted and can overlap an idle call.
+ * - Through dispatch, otherwise: the wait is published for the cross-thread detector exactly as
+ *   described in section 4 (and refused there when it would close a cycle, before dispatch sees
+ *   it), then the call is dispatch_sync_f or dispatch_barrier_sync_f itself, with a context on
+ *   the calling thread's stack: no block, no allocation. It waits behind the blocks submitted
+ *   before it, as dispatch orders them, so exclusivity (serial queues, barriers) and the order
+ *   after earlier qk_queue_async blocks are dispatch's own. The work's wrapper waits for idle
+ *   holders as above, then withdraws the wait, pushes the frame that makes qk_queue_current() and
+ *   qk_queue_check answer for `queue` (and hands the caller's frames on, so a sync onto the main
+ *   queue still holds what its caller holds) and tells ThreadSanitizer the queue is held
+ *   (exclusively on a serial queue or for a barrier, shared otherwise).
+ * - On either path the queue is kept alive until the bookkeeping after `work` is done, even when
+ *   `work` releases the last reference to it: a call through dispatch holds a reference of its
+ *   own; on the idle path, qk_queue_release of the queue (or of a queue that targets it) inside
+ *   `work`, or inside a block of a sync that `work` makes (on any thread, a main-queue block's
+ *   included), takes effect when the call has given the queue back.
  * - qk_queue_async and qk_queue_barrier_async hand dispatch_async_f / dispatch_barrier_async_f
  *   a small node holding `work`, `context`, and a reference to the queue (given up after the
- *   block ran); the node carries ThreadSanitizer's hand-off from the submitting thread to the
- *   block. A sync queued behind such a barrier is seen waiting for the queue's running blocks
- *   (section 4).
+ *   block ran); the queue recycles its nodes (the block gives its node back once it ran; the
+ *   nodes are freed with the queue), so a steady stream allocates nothing once the queue has as
+ *   many nodes as blocks were ever pending at once; the node carries ThreadSanitizer's hand-off
+ *   from the submitting thread to the block. A sync queued behind such a barrier is seen waiting
+ *   for the queue's running blocks (section 4).
  * - In a forked child every one of these calls returns ENOTRECOVERABLE before anything else.
  */
 
@@ -665,7 +692,9 @@ QK_EXPORT int qk_condlock_await_until(qk_condlock_t *lock, qk_condition_test_t t
  *
  * The main thread before qk_main() holds the main queue (a worker that syncs onto the main queue
  * waits for the main thread); after qk_main(), the thread running a main-queue block does. Blocks
- * that have not started hold nothing. A DB queue is held by the threads inside it (readers, the
+ * that have not started hold nothing (a block that dispatch started and that waits for a thread
+ * holding the queue on its idle path, section 1, has not started: a sync behind it still waits). A
+ * thread that took a queue on the idle path runs a block of it, like a block dispatch runs. A DB queue is held by the threads inside it (readers, the
  * writer, the thread running its asynchronous writes): qk_dbqueue_read behind a write,
  * qk_dbqueue_write, flush and destroy wait for them, and may return EDEADLK (qk_dbqueue_destroy
  * keeps EBUSY inside its own block).
@@ -689,9 +718,10 @@ QK_EXPORT int qk_condlock_await_until(qk_condlock_t *lock, qk_condition_test_t t
  * test refuses (nobody holds what it waits for: nobody is obliged to set the value); rings closed by an asynchronous submission (a barrier_async landing ahead of a
  * waiting sync), where nobody was about to wait.
  *
- * Cost: calls that do not wait do no more than O(1) thread-local bookkeeping; qk_queue_sync
- * publishes its wait with a few uncontended atomic operations (dispatch cannot say beforehand
- * whether it will wait), condition locks only after their spin, before sleeping; the cycle
+ * Cost: calls that do not wait do no more than O(1) thread-local bookkeeping; qk_queue_sync onto
+ * an idle queue (section 1) takes it with one compare-and-swap and publishes nothing, since it
+ * does not wait; one that goes through dispatch publishes its wait with a few uncontended atomic
+ * operations (dispatch cannot say beforehand whether it will wait), condition locks only after their spin, before sleeping; the cycle
  * search (under one global lock) runs only on the way into a wait while another thread waits. */
 
 /** Receives a report: `report` is a NUL-terminated, newline-terminated text, valid during the

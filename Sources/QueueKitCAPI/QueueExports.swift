@@ -63,8 +63,10 @@ public func qk_queue_retain(_ queue: OpaquePointer?) -> OpaquePointer? {
 @_cdecl("qk_queue_release") @implementation
 public func qk_queue_release(_ queue: OpaquePointer?) {
     guard let queue, Handle.isTagged(queue, as: Queue.self) else { return }
-    let isImmortal = Handle.borrow(queue, as: Queue.self, otherwise: true) { $0.isImmortal }
-    if !isImmortal { Handle.release(queue, as: Queue.self) }
+    // Inside a block that holds the queue on the idle path (or a queue it targets), the release
+    // waits for the block's end: the queue outlives the block's bookkeeping.
+    let kept = Handle.borrow(queue, as: Queue.self, otherwise: true) { $0.isImmortal || $0.deferRelease() }
+    if !kept { Handle.release(queue, as: Queue.self) }
 }
 
 @_cdecl("qk_queue_label") @implementation
@@ -96,6 +98,7 @@ public func qk_queue_barrier_async(_ queue: OpaquePointer?, _ context: UnsafeMut
 public func qk_queue_sync(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
 {
     guard let work else { return EINVAL }
+    if idle(queue, barrier: false, context, work) { return 0 }
     return queueStatus(queue) { queue throws(QueueKitError) in
         try queue.sync(barrier: false, perform: false, call: "qk_queue_sync", context, work)
     }
@@ -106,6 +109,7 @@ public func qk_queue_barrier_sync(_ queue: OpaquePointer?, _ context: UnsafeMuta
     -> Int32
 {
     guard let work else { return EINVAL }
+    if idle(queue, barrier: true, context, work) { return 0 }
     return queueStatus(queue) { queue throws(QueueKitError) in
         try queue.sync(barrier: true, perform: false, call: "qk_queue_barrier_sync", context, work)
     }
@@ -116,6 +120,29 @@ public func qk_queue_perform(_ queue: OpaquePointer?, _ context: UnsafeMutableRa
     -> Int32
 {
     guard let work else { return EINVAL }
+    if let queue, Queue.performInline(UnsafeRawPointer(queue), context, work) { return 0 }
+    return performRoute(queue, context, work)
+}
+
+/// The common synchronous call, before the status machinery: a queue handle, no condition test
+/// running, no sanitizer to hide the library from, and the queue idle (``Queue/syncIdle``).
+@inline(__always)
+private func idle(_ queue: OpaquePointer?, barrier: Bool, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t)
+    -> Bool
+{
+    guard let queue, Handle.isTagged(queue, as: Queue.self), qkshim_testing_lock() == nil, qkshim_tsan_mode == 0
+    else { return false }
+    return Unmanaged<Queue>.fromOpaque(UnsafeRawPointer(queue))._withUnsafeGuaranteedRef {
+        $0.syncIdle(barrier: barrier, context, work)
+    }
+}
+
+/// Every `qk_queue_perform` but the common inline one (the idle path, then the route): out of
+/// line, so that the common one stays a few instructions.
+@inline(never)
+private func performRoute(_ queue: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t) -> Int32
+{
+    if idle(queue, barrier: false, context, work) { return 0 }
     return queueStatus(queue) { queue throws(QueueKitError) in
         try queue.sync(barrier: false, perform: true, call: "qk_queue_perform", context, work)
     }

@@ -2,6 +2,7 @@
 // Copyright QueueKit developers
 
 import Dispatch
+import QueueKitShim
 
 /// "Which queue am I on?" for plain `DispatchQueue`s: a thin layer over two sources.
 ///
@@ -75,6 +76,9 @@ extension DispatchQueue {
     public static func registerDetection(of queue: DispatchQueue) {
         let key = detectionKey
         if queue.getSpecific(key: key)?.queue != nil { return }
+        // Before the queue can run a block: a Queue's sync that runs inside one on the idle path
+        // notes it (see `current`).
+        qkshim_plain_queue_registered_set()
         queue.setSpecific(key: key, value: QueueReference(created: queue))
     }
 
@@ -93,9 +97,20 @@ extension DispatchQueue {
     /// The queue whose block is running, innermost first (see the extension's rules): a registered
     /// plain queue (or its registered target), else the dispatch queue of ``Queue/current``, else a
     /// system queue, else `nil`.
+    ///
+    /// The dispatch queue of a ``Queue`` is for identity checks: submit its work through the
+    /// `Queue`. A block given to that dispatch queue directly is not one QueueKit counts, so a
+    /// `sync` that takes the queue without dispatch (when nothing of it runs or is pending) can
+    /// run beside it.
     public static var current: DispatchQueue? {
         let registered = DispatchQueue.getSpecific(key: detectionKey)
-        if let registered, registered.systemQueue == nil, let created = registered.createdQueue { return created }
+        // A registered queue is innermost unless a Queue's block entered on the idle path, which
+        // leaves dispatch's current queue as it was, runs inside it.
+        if let registered, registered.systemQueue == nil, let created = registered.createdQueue,
+            !IdleHold.innermostIsCurrent
+        {
+            return created
+        }
         // A DB queue's frames have no dispatch queue and always run on the calling thread: the
         // frame further out is then this thread's too.
         var frame = ExecutionContext.innermost

@@ -34,11 +34,26 @@ struct ExecutionFrame {
     @usableFromInline let isExclusive: Bool
     /// The frame of the caller that waits for this block, if any.
     @usableFromInline let outer: UnsafePointer<ExecutionFrame>?
+    /// The `IdleHold` of a block that holds its queue on the idle path (`Queue+Idle.swift`), on
+    /// the stack of the holding thread: where a release of the queue from inside the block, on
+    /// any thread the chain reaches, waits for the block's end.
+    @usableFromInline let idleHold: UnsafeMutableRawPointer?
 
-    @usableFromInline init(queue: Queue, isExclusive: Bool, outer: UnsafePointer<ExecutionFrame>?) {
+    @usableFromInline init(
+        queue: Queue, isExclusive: Bool, outer: UnsafePointer<ExecutionFrame>?, idleHold: UnsafeMutableRawPointer? = nil
+    ) {
         self.running = Unmanaged.passUnretained(queue)
         self.isExclusive = isExclusive
         self.outer = outer
+        self.idleHold = idleHold
+    }
+
+    /// A frame of the queue `running` (no reference counting).
+    @inlinable init(running: Unmanaged<Queue>, isExclusive: Bool, outer: UnsafePointer<ExecutionFrame>?) {
+        self.running = running
+        self.isExclusive = isExclusive
+        self.outer = outer
+        self.idleHold = nil
     }
 
     /// The queue whose block runs.
@@ -99,16 +114,18 @@ package enum ExecutionContext {
     /// queue outside the main queue's blocks.
     static func releaseMainThread() { qkshim_main_released_set() }
 
-    /// Runs `body` as a block of `queue`, inside a new innermost frame whose caller is `outer`.
+    /// Runs `body` as a block of `queue`, inside a new innermost frame whose caller is `outer`
+    /// (and whose `idleHold` is `idleHold`).
     @inlinable @inline(__always)
     static func run<R, E: Error>(
         on queue: Queue,
         exclusive: Bool,
         outer: UnsafePointer<ExecutionFrame>?,
+        idleHold: UnsafeMutableRawPointer? = nil,
         _ body: () throws(E) -> R
     ) throws(E) -> R {
         let saved = qkshim_frame_get()
-        var frame = ExecutionFrame(queue: queue, isExclusive: exclusive, outer: outer)
+        var frame = ExecutionFrame(queue: queue, isExclusive: exclusive, outer: outer, idleHold: idleHold)
         defer { qkshim_frame_set(saved) }
         // The frame is three words, never indexed: no stack protector around it (it would cost
         // every block, nested reads included, a canary store and check).

@@ -38,15 +38,30 @@ extension Queue {
 
     /// Runs `body` as the block `block` of this queue, on the thread dispatch runs it on: in a
     /// new innermost frame whose caller is `outer` (a `sync`'s caller; `nil` for a block
-    /// submitted asynchronously), holding the queue (``Acquisitions``).
+    /// submitted asynchronously), holding the queue (``Acquisitions``). It first waits for the
+    /// queue's idle holders it conflicts with (`Queue+Idle.swift`), then withdraws the wait of
+    /// `waiter` (a round trip's caller), and counts the block finished last.
     @inlinable @inline(__always)
     func runBlock<R, E: Error>(
-        _ block: Block, outer: UnsafePointer<ExecutionFrame>?, _ body: () throws(E) -> R
+        _ block: Block, outer: UnsafePointer<ExecutionFrame>?, withdrawing waiter: Unmanaged<ThreadRecord>? = nil,
+        _ body: () throws(E) -> R
     ) throws(E) -> R {
-        try ThreadSanitizer.workerCode { () throws(E) -> R in
-            Acquisitions.acquired(self, .queue, exclusive: block.isExclusive)
-            defer { Acquisitions.releasing(self, .queue, exclusive: block.isExclusive) }
-            return try ExecutionContext.run(on: self, exclusive: block.isExclusive, outer: outer, body)
-        }
+        idleStarting(block)
+        if let waiter { waiter._withUnsafeGuaranteedRef { WaitRegistry.withdraw($0) } }
+        defer { idleFinished() }
+        return try ThreadSanitizer.workerCode { () throws(E) -> R in try runHeld(block, outer: outer, body) }
+    }
+
+    /// Runs `body` as the block `block` of this queue on the calling thread, which holds the
+    /// queue already (through dispatch, or on the idle path with `idleHold`).
+    @inlinable @inline(__always)
+    func runHeld<R, E: Error>(
+        _ block: Block, outer: UnsafePointer<ExecutionFrame>?, idleHold: UnsafeMutableRawPointer? = nil,
+        _ body: () throws(E) -> R
+    ) throws(E) -> R {
+        Acquisitions.acquired(self, .queue, exclusive: block.isExclusive)
+        defer { Acquisitions.releasing(self, .queue, exclusive: block.isExclusive) }
+        return try ExecutionContext.run(
+            on: self, exclusive: block.isExclusive, outer: outer, idleHold: idleHold, body)
     }
 }

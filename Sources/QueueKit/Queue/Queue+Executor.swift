@@ -38,6 +38,7 @@ extension Queue: SerialExecutor {
                 "QueueKit: an actor job enqueued on queue '\(label)' in a forked child: no thread can run it there")
         }
         let block = admit(barrier: !isSerial)
+        idleSubmitting()
         dispatchQueue.async(flags: block.isBarrier ? .barrier : []) {
             self.runBlock(block, outer: nil) { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
         }
@@ -92,6 +93,7 @@ extension Queue {
         if check(.onQueue) { return try body() }
         let block = admit(barrier: false)
         return try await withUnsafeThrowingContinuation(isolation: isolation) { continuation in
+            idleSubmitting()
             dispatchQueue.async {
                 continuation.resume(with: self.runBlock(block, outer: nil) { Result { try body() } })
             }

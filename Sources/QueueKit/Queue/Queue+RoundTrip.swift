@@ -36,8 +36,9 @@ struct Invocation {
     /// Runs the block: on whichever thread dispatch chose, as a block of `queue`.
     @inline(__always)
     func run() {
-        if let waiter { waiter._withUnsafeGuaranteedRef { WaitRegistry.withdraw($0) } }
-        queue._withUnsafeGuaranteedRef { queue in queue.runBlock(block, outer: caller) { function(context) } }
+        queue._withUnsafeGuaranteedRef { queue in
+            queue.runBlock(block, outer: caller, withdrawing: waiter) { function(context) }
+        }
     }
 
     /// The C entry dispatch calls for a synchronous round trip: the context is the `Invocation`.
@@ -54,9 +55,11 @@ let closureEntry: CWorkFunction = { context in
 
 extension Queue {
     /// Runs `function(context)` the way `route` says and waits for it: inline on the calling
-    /// thread, or through `dispatch_sync_f` / `dispatch_barrier_sync_f` with the `Invocation` on
-    /// this stack. The queue stays alive until the bookkeeping after the block is done, even
-    /// when the block gives up the last reference to it.
+    /// thread, on the idle queue the route holds (given back after the block), or through
+    /// `dispatch_sync_f` / `dispatch_barrier_sync_f` with the `Invocation` on this stack. The
+    /// queue stays alive until the bookkeeping after the block is done, even when the block gives
+    /// up the last reference to it (a round trip holds a reference; an idle hold puts the block's
+    /// releases off, ``deferRelease()``).
     @usableFromInline
     func invoke(_ route: SyncRoute, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) {
         if route.isInline {
@@ -65,7 +68,9 @@ extension Queue {
             }
             return
         }
+        if route.isIdle { return runIdle(route) { function(context) } }
         let retained = isImmortal ? nil : Unmanaged.passUnretained(self).retain()
+        idleSubmitting()
         var invocation = Invocation(
             queue: Unmanaged.passUnretained(self), caller: route.caller, block: route.block, waiter: route.waiter,
             function: function, context: context)
@@ -80,22 +85,76 @@ extension Queue {
         barrier: Bool, perform: Bool, call: StaticString, _ context: UnsafeMutableRawPointer?,
         _ function: CWorkFunction
     ) throws(QueueKitError) {
-        if perform, let frame = qkshim_frame_get() {
-            // The common `perform`: onto the queue whose block the thread runs innermost, held
-            // exclusively (a serial queue's block, a barrier). It is what `performRoute` finds
-            // first, without building the route; anything else takes the route below.
-            let caller = UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
-            if caller.pointee.isExclusive,
-                caller.pointee.running.toOpaque() == Unmanaged.passUnretained(self).toOpaque()
-            {
-                guard dispatchObject != nil else { throw .invalidArgument }
-                if _slowPath(Fork.isChild) { throw .notRecoverable }
-                ExecutionContext.run(on: self, exclusive: true, outer: caller) { function(context) }
-                return
-            }
-        }
         let route = try perform ? performRoute(call: call) : syncRoute(barrier: barrier, call: call)
         invoke(route, context, function)
+    }
+
+    /// `syncRoute` and `invoke` in one for their common case (the C API's `sync`, `barrier_sync`
+    /// and `perform` call it before ``sync(barrier:perform:call:_:_:)``): a queue that takes the
+    /// idle path (so it has no target, and runs blocks), outside a forked child, with the witness
+    /// off (so the call records nothing).
+    /// When the calling thread holds nothing of the queue and the queue is idle, runs
+    /// `function(context)` there and returns true; otherwise returns false having done nothing,
+    /// and the route decides (a queue the thread holds: refused or inline; a busy one: through
+    /// dispatch; the checks that throw).
+    package func syncIdle(barrier: Bool, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction) -> Bool {
+        guard let route = idleRoute(barrier: barrier) else { return false }
+        runIdle(route) { function(context) }
+        return true
+    }
+
+    /// The checks of ``syncIdle(barrier:_:_:)``, then the queue taken: the route of the block to
+    /// run (pass it to `runIdle` at once), or `nil` having done nothing.
+    @usableFromInline @inline(__always)
+    func idleRoute(barrier: Bool) -> SyncRoute? {
+        guard runsIdle && !LockOrder.isOn && !Fork.isChild else { return nil }
+        let caller: UnsafePointer<ExecutionFrame>?
+        if let block = ExecutionContext.innermostBlock {
+            if ExecutionContext.hold(of: self, from: block) != .none { return nil }
+            caller = block
+        } else {
+            // Nothing, or the main thread's frame of the main queue: neither holds this queue
+            // (it is not the main queue, and targets none).
+            caller = ExecutionContext.mainThreadFrame()
+        }
+        let block = admit(barrier: barrier)
+        guard holdIdle(block) else { return nil }
+        return SyncRoute(idleFrom: caller, block: block)
+    }
+
+    /// The common `perform` of the C API, before its handle is even checked: onto the queue whose
+    /// block the calling thread runs innermost, held exclusively (a serial queue's block, a
+    /// barrier), with neither the sanitizer nor the lock-order witness to tell and no condition
+    /// test running. `handle` is then that queue (its frame proves it alive and of the right
+    /// type), and `function(context)` runs inline in a new frame: what `performRoute` would
+    /// decide, and what ``ExecutionContext/run(on:exclusive:outer:_:)`` would do, without the
+    /// checks that cannot apply. False, having done nothing, for every other case.
+    @inlinable @inline(__always)
+    package static func performInline(
+        _ handle: UnsafeRawPointer, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction
+    ) -> Bool {
+        guard let frame = qkshim_frame_get() else { return false }
+        let caller = UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
+        let queue = caller.pointee.running
+        guard UnsafeRawPointer(queue.toOpaque()) == handle, caller.pointee.isExclusive,
+            qkshim_tsan_mode == 0, !LockOrder.isOn, qkshim_testing_lock() == nil, !qkshim_is_forked_child(),
+            queue._withUnsafeGuaranteedRef({ $0.dispatchObject != nil })
+        else { return false }
+        var inner = ExecutionFrame(running: queue, isExclusive: true, outer: caller)
+        withUnsafeMutablePointer(to: &inner) { inner in
+            qkshim_frame_set(inner)
+            function(context)
+        }
+        qkshim_frame_set(frame)
+        return true
+    }
+
+    /// `sync` and `barrierSync`: on the idle path when it applies (``idleRoute(barrier:)``: `work`
+    /// runs right here, no closure context to build), otherwise the way their route says.
+    @inlinable
+    func run<R>(barrier: Bool, call: StaticString, _ work: () throws -> R) throws -> R {
+        if let route = idleRoute(barrier: barrier) { return try runIdle(route, work) }
+        return try run(syncRoute(barrier: barrier, call: call), work)
     }
 
     /// Runs `work` the way `route` says and waits, returning what it returns.
@@ -104,6 +163,7 @@ extension Queue {
         if route.isInline {
             return try ExecutionContext.run(on: self, exclusive: route.block.isExclusive, outer: route.caller, work)
         }
+        if route.isIdle { return try runIdle(route, work) }
         var result: R?
         var failure: (any Error)?
         // A closure literal passed as a non-escaping argument: its captures stay on this stack.
@@ -133,8 +193,12 @@ extension Queue {
     ) throws(QueueKitError) {
         try checkRunnable()
         if barrier && honoursBarriers && !isSerial { LockOrder.writing(self, call: call) }
-        // malloc itself: the allocator's per-thread cache, without the aligned-allocation detour.
-        guard let memory = malloc(MemoryLayout<AsyncNode>.stride) else { throw .outOfMemory }
+        // A node the queue recycles, else a new one (malloc itself, without the aligned-allocation
+        // detour): the blocks free nodes on dispatch's threads, so the submitting thread's own
+        // allocator cache would be empty every time.
+        guard let memory = qkshim_nodes_take(words) ?? malloc(MemoryLayout<AsyncNode>.stride) else {
+            throw .outOfMemory
+        }
         let node = memory.bindMemory(to: AsyncNode.self, capacity: 1)
         let block = admit(barrier: barrier)
         // The node owns one reference to the queue until its block has run.
@@ -144,6 +208,7 @@ extension Queue {
                 invocation: Invocation(
                     queue: queue, caller: nil, block: block, waiter: nil, function: function, context: context)))
         if ThreadSanitizer.isPresent { qkshim_tsan_release(node) }
+        idleSubmitting()
         qkshim_dispatch_async(dispatchObject, block.isBarrier, node, AsyncNode.entry)
     }
 
@@ -171,22 +236,24 @@ private final class AsyncClosure {
     }
 }
 
-/// An asynchronous block's `Invocation`, in a node of its own (one allocation per submission,
-/// freed by the block's thread once it ran).
+/// An asynchronous block's `Invocation`, in a node of its own: recycled by its queue (given back
+/// by the block's thread once it ran, freed with the queue), allocated only when the queue has
+/// none to spare.
 struct AsyncNode {
     var invocation: Invocation
 
-    /// The C entry dispatch calls: runs the block, then frees the node and gives the queue's
-    /// reference up (last: the queue may be freed with it).
+    /// The C entry dispatch calls: runs the block, then gives the node back and the queue's
+    /// reference up (last: the queue may be freed with it, and its nodes with it).
     static let entry: CWorkFunction = { context in
         let node = context.unsafelyUnwrapped.assumingMemoryBound(to: AsyncNode.self)
         if ThreadSanitizer.isPresent { qkshim_tsan_acquire(node) }
         let invocation = node.pointee.invocation
         invocation.run()
         node.deinitialize(count: 1)
-        free(node)
         let queue = invocation.queue
-        if !queue._withUnsafeGuaranteedRef({ $0.isImmortal }) { queue.release() }
+        let (words, isImmortal) = queue._withUnsafeGuaranteedRef { ($0.words, $0.isImmortal) }
+        qkshim_nodes_give(words, node)
+        if !isImmortal { queue.release() }
     }
 }
 

@@ -67,6 +67,14 @@ public final class Queue: @unchecked Sendable {
     @usableFromInline let dispatchObject: UnsafeMutableRawPointer?
     /// Main and global queues live forever: retain and release are no-ops on them.
     package let isImmortal: Bool
+    /// The words the queue owns besides dispatch's (`queuekit_shim_idle.h`): the idle word and
+    /// the recycled nodes of `async`.
+    let words: UnsafeMutablePointer<qkshim_queue_words_t>
+    /// The idle word: who holds the queue without dispatch, and how many blocks dispatch has been
+    /// given that have not finished (see `Queue+Idle.swift`).
+    @usableFromInline let idleWord: UnsafeMutablePointer<UInt64>
+    /// Whether a synchronous call may take the idle path: a created queue with no target.
+    @usableFromInline let runsIdle: Bool
     /// The label, kept as a C string that lives as long as the queue (for `qk_queue_label`).
     package let cLabel: CString
     let specifics = Specifics()
@@ -109,6 +117,13 @@ public final class Queue: @unchecked Sendable {
         immortal: Bool
     ) throws(QueueKitError) {
         guard let copy = bytes.map({ CString(copying: $0) }) ?? CString(label) else { throw .outOfMemory }
+        guard let words = qkshim_queue_words_create() else { throw .outOfMemory }
+        // A queue that targets `target` runs its blocks there through dispatch, which the idle
+        // word of `target` cannot count: `target` takes the idle path no more.
+        if let target, target.runsIdle { qkshim_idle_close(target.idleWord) }
+        self.words = words
+        self.idleWord = UnsafeMutableRawPointer(words).assumingMemoryBound(to: UInt64.self)
+        self.runsIdle = !immortal && dispatchQueue != nil && target == nil
         self.cLabel = copy
         self.kind = kind
         self.target = target
@@ -128,6 +143,7 @@ public final class Queue: @unchecked Sendable {
         LockOrder.forget(self)
         ThreadSanitizer.destroying(self)
         specifics.destroyAll()
+        qkshim_queue_words_free(words)
     }
 
     // MARK: System queues
@@ -176,7 +192,7 @@ public final class Queue: @unchecked Sendable {
     ///   runs inline: it can never wait behind a pending barrier.
     @inlinable
     public func sync<R>(_ work: () throws -> R) throws -> R {
-        try run(syncRoute(barrier: false, call: "Queue.sync"), work)
+        try run(barrier: false, call: "Queue.sync", work)
     }
 
     /// Runs `work` as a barrier and waits for it.
@@ -185,7 +201,7 @@ public final class Queue: @unchecked Sendable {
     ///   any block of the queue (or holds a queue it targets exclusively), and as ``sync(_:)``.
     @inlinable
     public func barrierSync<R>(_ work: () throws -> R) throws -> R {
-        try run(syncRoute(barrier: true, call: "Queue.barrierSync"), work)
+        try run(barrier: true, call: "Queue.barrierSync", work)
     }
 
     /// Runs `work` on the queue now: inline when the calling thread is already on it (whenever
@@ -202,6 +218,9 @@ public final class Queue: @unchecked Sendable {
         @usableFromInline let caller: UnsafePointer<ExecutionFrame>?
         /// `work` runs inline (the thread already holds the queue) rather than through dispatch.
         @usableFromInline let isInline: Bool
+        /// `work` runs on the calling thread, which took the idle queue without dispatch
+        /// (`Queue+Idle.swift`) and gives it back after the block.
+        @usableFromInline var isIdle = false
         /// The block: a dispatch round trip's as admitted; inline, how the thread holds the queue.
         @usableFromInline let block: Block
         /// The thread whose published wait the block withdraws when it starts (routes through
@@ -213,6 +232,14 @@ public final class Queue: @unchecked Sendable {
             self.caller = caller
             isInline = true
             block = Block(isBarrier: false, isExclusive: exclusive)
+        }
+
+        /// A block of the idle queue, taken by the calling thread as `block` says.
+        init(idleFrom caller: UnsafePointer<ExecutionFrame>?, block: Block) {
+            self.caller = caller
+            isInline = false
+            isIdle = true
+            self.block = block
         }
 
         /// A dispatch round trip of `block`, whose wait `waiter` published.
@@ -236,11 +263,14 @@ public final class Queue: @unchecked Sendable {
     ///   one we hold exclusively, or behind a barrier pending on the one we share
     ///   (`wouldDeadlock`: deterministic, instead of a hang that depends on timing).
     ///
-    /// A route through dispatch has then published the wait for the cross-thread deadlock
-    /// detector (`WaitRegistry`), or thrown `wouldDeadlock` (nothing submitted) because the wait
-    /// would close a ring of waiting threads: pass it to `run` at once, whose block wrapper
-    /// withdraws the wait as soon as the block starts, on whichever thread runs it. `call` names
-    /// the call in reports.
+    /// Otherwise the queue is taken on the idle path when nothing of it runs or is pending
+    /// (`Queue+Idle.swift`): the route holds the queue, and nothing was published, since the
+    /// thread does not wait. A route through dispatch has published the wait for the
+    /// cross-thread deadlock detector (`WaitRegistry`), or thrown `wouldDeadlock` (nothing
+    /// submitted) because the wait would close a ring of waiting threads. Either way, pass the
+    /// route to `run` at once: it gives the idle queue back after the block, and the block wrapper
+    /// of a round trip withdraws the wait as soon as the block starts, on whichever thread runs it.
+    /// `call` names the call in reports.
     @usableFromInline
     package func syncRoute(barrier: Bool, call: StaticString) throws(QueueKitError) -> SyncRoute {
         try checkRunnable()
@@ -259,6 +289,9 @@ public final class Queue: @unchecked Sendable {
         }
         guard LockOrder.willSync(onto: self, barrier: barrier, call: call) else { throw .wouldDeadlock }
         let block = admit(barrier: barrier)
+        // Nothing of the queue runs or is pending and the thread holds none of it: the block runs
+        // here, without waiting, so there is no wait to publish.
+        if holdIdle(block) { return SyncRoute(idleFrom: caller, block: block) }
         // The record is the thread's own, alive as long as the thread: borrowed, not retained.
         let waiter = ThreadRecord.currentUnmanaged
         let refused = waiter._withUnsafeGuaranteedRef { record -> Bool in

@@ -4,6 +4,7 @@
 import CQueueKit
 import Foundation
 import Glibc
+import QueueKitShim
 import QueueKitTestSupport
 import Testing
 
@@ -37,5 +38,34 @@ extension LockOrderTests {
         #expect(reports.count == 1, "\(reports)")
         guard let report = reports.first else { return }
         #expect(report.contains("condition lock \"\(tag).lock\" -> concurrent queue \"\(tag).c\""), "\(report)")
+    }
+}
+
+// Calls that take the idle path (the queue held without dispatch) record their edges as the
+// calls through dispatch do.
+extension LockOrderTests {
+    @Test("two idle serial queues synced into each other in opposite orders at different times: reported once")
+    func idlePathEdges() {
+        let tag = unique("lo-idle")
+        let a = CQueue.create("\(tag).a")
+        let b = CQueue.create("\(tag).b")
+        defer {
+            a.release()
+            b.release()
+        }
+        // Which path each inner call took: the idle word of its queue, read inside its block.
+        let idle = Shared(0)
+        @Sendable func countIdle(_ queue: CQueue) {
+            let object = Unmanaged<Queue>.fromOpaque(UnsafeRawPointer(queue.handle!)).takeUnretainedValue()
+            let word = qkshim_idle_load(object.idleWord)
+            if word & (1 << 24) != 0 && word & 0xFF_FFFF == qkshim_thread_id() { idle.update { $0 += 1 } }
+        }
+        onThread("lo-idle-first") { ok(a.sync { ok(b.sync { countIdle(b) }) }) }
+        #expect(OrderLog.shared.reports(mentioning: tag).isEmpty)
+        onThread("lo-idle-second") { ok(b.sync { ok(a.sync { countIdle(a) }) }) }
+        #expect(idle.value == 2)
+        let reports = OrderLog.shared.reports(mentioning: tag)
+        #expect(reports.count == 1)
+        #expect(reports.first?.contains("lo-idle-second") == true)
     }
 }

@@ -181,6 +181,26 @@ struct QueueTests {
         #expect(probe.log.events == ["released"])
     }
 
+    /// Inside a sync that holds its queue on the idle path, the block makes a queue targeting it,
+    /// then releases its own reference and the new queue's, the last that keeps the target: the
+    /// target outlives the call, and is freed after it.
+    @Test func releasingTheQueueAndAQueueTargetingItInsideItsIdleSyncFreesItAfterIt() {
+        let probe = DestructorProbe()
+        let key = SpecificKey()
+        let target = CQueue.create("qk.test.kept-by-child")
+        #expect(qk_queue_set_specific(target.handle, key.raw, probe.value("target"), DestructorProbe.destructor) == 0)
+        let facts = Facts()
+        let status = target.sync {
+            let child = CQueue.create("qk.test.keeping-child", target: target)
+            target.release()
+            child.release()
+            facts.flag("alive inside", probe.log.events.isEmpty && qk_get_specific(key.raw) != nil)
+        }
+        #expect(status == 0)
+        #expect(waits(for: probe.fired), "the target is freed once the call is over")
+        #expect(facts.all == ["alive inside": "true"])
+    }
+
     // MARK: Submitting work
 
     @Test func asyncRunsInOrderOnASerialQueue() {
