@@ -275,8 +275,10 @@ QK_EXPORT const char *qk_queue_label(const qk_queue_t *queue);
  *   (its thread number) while it holds the queue alone; the lock-order witness (section 4)
  *   records the call's edges as for any call that may wait. qk_queue_current(), the
  *   checks, the refusals above and in a forked child are the same on every path. The queue's
- *   blocks are those submitted through QueueKit: a block given to its dispatch queue directly
- *   (DispatchQueue.current inside a block, in Swift) is not counted and can overlap an idle call.
+ *   blocks are those submitted through QueueKit. Its dispatch queue, handed out in Swift by
+ *   DispatchQueue.current inside a block, closes the idle path for good when it is handed out
+ *   (dispatch then orders what is given to it directly), except against the one call that
+ *   holds the queue on the idle path at that moment.
  * - Through dispatch, otherwise: the wait is published for the cross-thread detector exactly as
  *   described in section 4 (and refused there when it would close a cycle, before dispatch sees
  *   it), then the call is dispatch_sync_f or dispatch_barrier_sync_f itself, with a context on

@@ -99,9 +99,10 @@ extension DispatchQueue {
     /// system queue, else `nil`.
     ///
     /// The dispatch queue of a ``Queue`` is for identity checks: submit its work through the
-    /// `Queue`. A block given to that dispatch queue directly is not one QueueKit counts, so a
-    /// `sync` that takes the queue without dispatch (when nothing of it runs or is pending) can
-    /// run beside it.
+    /// `Queue`. Handing it out closes the `Queue`'s idle path for good (from then on every `sync`
+    /// goes through dispatch, which orders blocks given to that dispatch queue directly); a block
+    /// given to it directly from inside a `sync` that took the queue on the idle path can still
+    /// run beside that one `sync`.
     public static var current: DispatchQueue? {
         let registered = DispatchQueue.getSpecific(key: detectionKey)
         // A registered queue is innermost unless a Queue's block entered on the idle path, which
@@ -115,7 +116,7 @@ extension DispatchQueue {
         // frame further out is then this thread's too.
         var frame = ExecutionContext.innermost
         while let current = frame {
-            if let queue = current.pointee.queue.dispatchQueue { return queue }
+            if let queue = current.pointee.queue.handOutDispatchQueue() { return queue }
             frame = current.pointee.outer
         }
         return registered?.queue

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright QueueKit developers
 
+import Dispatch
 import QueueKitShim
 
 // The idle path: a synchronous call onto a queue that nothing else runs or waits for takes the
@@ -52,6 +53,14 @@ extension Queue {
     /// A block is about to be handed to dispatch: counted until it has finished
     /// (``idleFinished()``).
     @usableFromInline @inline(__always)
+    /// The dispatch queue, handed out to code outside QueueKit (`DispatchQueue.current`): blocks
+    /// may now reach it without being counted, so the idle path closes for good and every later
+    /// call goes through dispatch, which orders them.
+    func handOutDispatchQueue() -> DispatchQueue? {
+        if runsIdle { qkshim_idle_close(idleWord) }
+        return dispatchQueue
+    }
+
     func idleSubmitting() {
         if runsIdle { qkshim_idle_submitting(idleWord) }
     }

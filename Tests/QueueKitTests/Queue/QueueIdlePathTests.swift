@@ -32,6 +32,32 @@ struct QueueIdlePathTests {
     init() { ReportLog.install() }
 
     @Test(
+        "a dispatch queue handed out by DispatchQueue.current closes the idle path: a later sync waits behind a block given to it directly"
+    )
+    func handedOutDispatchQueueClosesTheIdlePath() throws {
+        let queue = try Queue(label: "idle.handed-out")
+        let handedOut = Shared<DispatchQueue?>(nil)
+        try queue.sync { handedOut.value = DispatchQueue.current }
+        #expect(IdleWord(queue).isClosed)
+        let raw = try #require(handedOut.value)
+        let inside = DispatchSemaphore(value: 0)
+        let leave = DispatchSemaphore(value: 0)
+        raw.async {
+            inside.signal()
+            _ = leave.wait(timeout: .now() + testTimeout)
+        }
+        #expect(waits(for: inside))
+        let ran = Shared(false)
+        let syncer = spawn { try? queue.sync { ran.value = true } }
+        // Through dispatch, the sync publishes its wait and stays behind the running block.
+        #expect(eventually { Diagnostics.waitReport().contains("idle.handed-out") })
+        #expect(!ran.value)
+        leave.signal()
+        #expect(waits(for: syncer))
+        #expect(ran.value)
+    }
+
+    @Test(
         "an idle serial queue: the block runs here, holding the queue alone under this thread's number, as the current queue"
     )
     func idleSerialSync() throws {
