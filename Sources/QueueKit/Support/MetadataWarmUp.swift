@@ -48,6 +48,8 @@ enum MetadataWarmUp {
         dictionaryStorage(ObjectIdentifier.self, SuspendedWaiter.self)
         // Queues.
         arrayStorage(Queue.QoS.self)
+        arrayStorage(Unmanaged<Queue>.self)
+        metadata([Unmanaged<Queue>].self)
         metadata([Queue.QoS].self)
         Specifics.warmUpMetadata()
         dictionaryStorage(ObjectIdentifier.self, Unmanaged<Specifics>.self)
