@@ -3,8 +3,10 @@
 # Copyright QueueKit developers
 
 # Instructions per call of the queue's round trips, QueueKit next to libdispatch, counted by
-# callgrind (independent of the machine's load): Benchmarks/counts/queue_counts.c against the
-# library installed in stage/ (PREFIX=… for another install). Prints one line per kernel.
+# callgrind (independent of the machine's load; --fair-sched=yes, so that the worker running the
+# async blocks takes turns with the submitter as on a real machine and the async count is
+# stable): Benchmarks/counts/queue_counts.c against the library installed in stage/ (PREFIX=…
+# for another install). Prints one line per kernel.
 #   ./scripts/queue-counts.sh [KERNEL...]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -22,7 +24,7 @@ if [ ${#kernels[@]} -eq 0 ]; then
         gcd_barrier_sync qk_perform_outside qk_perform_inline direct_call qk_async gcd_async)
 fi
 for kernel in "${kernels[@]}"; do
-    valgrind --tool=callgrind --toggle-collect=measure --callgrind-out-file="$work/$kernel.out" \
+    valgrind --tool=callgrind --fair-sched=yes --toggle-collect=measure --callgrind-out-file="$work/$kernel.out" \
         "$work/queue_counts" "$kernel" "$N" >/dev/null 2>&1
     total=$(callgrind_annotate "$work/$kernel.out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
     awk -v k="$kernel" -v t="$total" -v n="$N" 'BEGIN { printf "%-22s %8.1f instructions per call\n", k, t / n }'
