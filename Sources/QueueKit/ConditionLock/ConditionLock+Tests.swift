@@ -99,25 +99,33 @@ extension ConditionLock {
     }
 
     /// Whether the current condition satisfies `wanted` (the caller holds the guard). Tests that
-    /// already said no in `refused` are not called again.
-    func satisfies(_ wanted: Wanted, refused: inout RefusedTests) -> Bool {
+    /// already said no in `refused` are not called again; `refused` is made at the first refusal
+    /// of a C test (most releases have none to remember).
+    func satisfies(_ wanted: Wanted, refused: inout RefusedTests?) -> Bool {
         switch wanted {
         case .any:
             return true
         case .value(let condition):
             return condition == value
         case .test(let test):
-            if let identity = test.identity, refused.contains(identity) { return false }
+            guard let identity = test.identity else { return run(test) }
+            if refused?.contains(identity) == true { return false }
             let result = run(test)
-            if !result, let identity = test.identity { refused.insert(identity) }
+            if !result {
+                if refused == nil { refused = RefusedTests() }
+                refused!.insert(identity)
+            }
             return result
         }
     }
 
     /// ``satisfies(_:refused:)`` for one waiter alone.
     func satisfies(_ wanted: Wanted) -> Bool {
-        var refused = RefusedTests()
-        return satisfies(wanted, refused: &refused)
+        switch wanted {
+        case .any: return true
+        case .value(let condition): return condition == value
+        case .test(let test): return run(test)
+        }
     }
 
     /// Calls a test of the current condition (the caller holds the guard) with the calling thread

@@ -41,12 +41,15 @@ enum StateBit {
 ///   take it (the release hands it over instead), so barging never overtakes a waiter that the
 ///   state satisfies: no starvation, at the price of a context switch per contended hand-off
 ///   under heavy plain-mutex contention.
-/// - **Spin, then sleep.** A waiter polls its word for a bounded time (`Parker.spinBudget`,
-///   12 µs) before it sleeps in the kernel: the first waiter in the queue polls hot for 2 µs and
-///   then yields its CPU between polls, the ones behind it only yield. A two-thread ping-pong
-///   thus costs well under a microsecond per round instead of two system calls and two
-///   scheduler round trips, and a thread that yields never takes the CPU from the thread it
-///   waits for.
+/// - **Spin, then queue, then sleep.** A thread that cannot take the lock first spins on the
+///   lock's own line while nobody is queued, for as long as spinning succeeded on this lock
+///   lately, and takes the lock as a newcomer when a release lets it in (see
+///   `ConditionLock+Spinning.swift`). Then it queues and polls its own word for a bounded time
+///   (`Parker.spinBudget`, 12 µs): the first waiter in the queue polls hot for 2 µs unless it
+///   spun already, then every waiter yields its CPU between polls; then it sleeps in the kernel.
+///   A two-thread ping-pong thus costs a few atomic steps per hand-off instead of two system
+///   calls and two scheduler round trips, and a thread that yields never takes the CPU from the
+///   thread it waits for.
 /// - **Deadlines** are absolute nanoseconds on `CLOCK_MONOTONIC` (``MonotonicClock``); a deadline
 ///   already past tries once. A waiter whose deadline passes at the moment it is handed the lock
 ///   keeps the lock and succeeds: which one happened first is settled under the queue's guard.
@@ -125,6 +128,17 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
     /// releasing thread on a hand-off (before the new owner resumes).
     @usableFromInline let owner = Atomic<UInt64>(0)
+    /// Releases that went through the guard (each may leave a new condition), counted under the
+    /// guard: what a spinning acquirer watches, beside the state word on the lock's first line.
+    let releases = Atomic<UInt32>(0)
+    /// How many polls spinning acquirers needed lately (see `ConditionLock+Spinning.swift`).
+    let spinEstimate = Atomic<UInt32>(SpinLimits.initialEstimate)
+    #if QUEUEKIT_TESTING
+        /// Test seam: spins that ignore their limit (each spin that starts takes one while any are
+        /// left), and the threads spinning now.
+        let unboundedSpins = Atomic<Int>(0)
+        let spinningThreads = Atomic<Int>(0)
+    #endif
 
     // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
     // would only add cost to every hand-off.)
@@ -275,11 +289,19 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     ///   hold the lock.
     @inlinable @inline(__always)
     public func unlock() throws(QueueKitError) {
-        try relinquish()
+        guard unlockIfHeld() else { throw .notPermitted }
+    }
+
+    /// ``unlock()`` without the error: false (nothing changed) when the calling thread does not
+    /// hold the lock.
+    @inlinable @inline(__always)
+    package func unlockIfHeld() -> Bool {
+        guard relinquishIfHeld() else { return false }
         if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
-            return
+            return true
         }
         release(setting: nil, news: .clear)
+        return true
     }
 
     /// Sets the condition and releases the lock in one step: no thread sees the lock free with the
