@@ -253,13 +253,14 @@ extension ConditionLock {
     /// call per test ahead of it, except that a test with a C identity that already said no in
     /// this walk is not called again (see ``RefusedTests``).
     func firstSatisfied() -> UnsafeMutablePointer<Waiter>? {
-        var refused: RefusedTests? = nil
-        var candidate = head
-        while let waiter = candidate {
-            if satisfies(waiter.pointee.wanted, refused: &refused) { return waiter }
-            candidate = waiter.pointee.next
+        RefusedTests.with { refused in
+            var candidate = head
+            while let waiter = candidate {
+                if satisfies(waiter.pointee.wanted, refused: &refused) { return waiter }
+                candidate = waiter.pointee.next
+            }
+            return nil
         }
-        return nil
     }
 
     /// Gives the lock on (the caller holds the guard, which this releases): to the first queued
