@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright QueueKit developers
 
+import Glibc
 import QueueKitShim
 import Synchronization
 
@@ -37,20 +38,24 @@ extension ConditionLock {
         return UInt32(min(UInt64(SpinLimits.ceiling), limit))
     }
 
-    /// Spins for a release after which the calling thread (`me`, which does not hold the lock and
-    /// holds no guard) can take the lock for `wanted`. True when it took it: the acquisition is
-    /// complete but for the holder's bookkeeping (``didAcquire(by:waited:recording:deadline:)``).
-    /// False when the spin gave up (its limit, `deadline`, or a waiter queued): the caller queues.
+    /// Spins for a release after which the calling thread (which does not hold the lock and holds
+    /// no guard) can take the lock for `wanted`. True when it took it: the acquisition is complete
+    /// but for the holder's bookkeeping (``didAcquire(by:waited:recording:deadline:)``). False when
+    /// the spin gave up (its limit, `deadline`, or a waiter queued): the caller queues.
     func spinForRelease(_ wanted: Wanted, deadline: UInt64) -> Bool {
-        var limit = spinLimit
         #if QUEUEKIT_TESTING
-            if unboundedSpins.load(ordering: .relaxed) > 0
+            // A spin the test seam left unbounded yields its CPU between polls: it may last as
+            // long as a test takes, with the other tests running beside it.
+            let unbounded =
+                unboundedSpins.load(ordering: .relaxed) > 0
                 && unboundedSpins.subtract(1, ordering: .relaxed).oldValue > 0
-            {
-                limit = .max
-            }
+            let limit = unbounded ? UInt32.max : spinLimit
+            let yields = unbounded
             spinningThreads.add(1, ordering: .relaxed)
             defer { spinningThreads.subtract(1, ordering: .relaxed) }
+        #else
+            let limit = spinLimit
+            let yields = false
         #endif
         let timed = deadline != MonotonicClock.forever
         var seen = releases.load(ordering: .relaxed)
@@ -60,7 +65,7 @@ extension ConditionLock {
         var polls: UInt32 = 0
         while polls < limit {
             polls &+= 1
-            qkshim_cpu_relax()
+            if yields { sched_yield() } else { qkshim_cpu_relax() }
             let word = state.load(ordering: .relaxed)
             if word & StateBit.queued != 0 { break }
             if word & (StateBit.locked | StateBit.guarded) != 0 {

@@ -76,10 +76,11 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     public struct Stats: Sendable, Hashable {
         /// Successful `lock*` and `tryLock*` calls of every kind, and each ``ConditionLock/set(_:)``.
         public var acquisitions: UInt64 = 0
-        /// Acquisitions that had to wait.
+        /// Acquisitions that had to wait: spinning until a release let them in, or queued until
+        /// they were handed the lock.
         public var contended: UInt64 = 0
-        /// Times a waiting thread resumed: by a hand-off (whether it was spinning or asleep) or
-        /// spuriously.
+        /// Times a queued thread resumed: by a hand-off (whether it was polling its word or
+        /// asleep) or spuriously. A thread that took the lock while spinning was not woken.
         public var wakeups: UInt64 = 0
         /// Wake-ups after which the thread had to wait again (only spurious kernel wake-ups: the
         /// lock never wakes a waiter that the new state does not satisfy).

@@ -105,7 +105,7 @@ struct ConditionLockSpinTests {
 
     @Test func twoThreadsPingPongingKeepEveryCountAndWakeNobodyInVain() {
         let lock = ConditionLock(condition: 0)
-        let rounds = 20_000
+        let rounds = 5_000
         let players = (0..<2).map { me in
             spawn {
                 do {
