@@ -125,25 +125,29 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         case abandon(by: UInt64)
     }
 
+    // The words of a hand-off, declared together so that they lie together, right after the
+    // object's header: the state word, the count of releases beside it (which a spinning acquirer
+    // watches: the two share their 16 bytes, so one cache line), the owner and the condition (all
+    // four within 32 bytes, one line unless the object's placement splits them).
     @usableFromInline let state = Atomic<UInt>(0)
-    /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
-    /// releasing thread on a hand-off (before the new owner resumes).
-    @usableFromInline let owner = Atomic<UInt64>(0)
     /// Releases that went through the guard (each may leave a new condition), counted under the
-    /// guard: what a spinning acquirer watches, beside the state word on the lock's first line.
+    /// guard: what a spinning acquirer watches.
     let releases = Atomic<UInt32>(0)
     /// How many polls spinning acquirers needed lately (see `ConditionLock+Spinning.swift`).
     let spinEstimate = Atomic<UInt32>(SpinLimits.initialEstimate)
+    /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
+    /// releasing thread on a hand-off (before the new owner resumes).
+    @usableFromInline let owner = Atomic<UInt64>(0)
+    // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
+    // would only add cost to every hand-off.)
+    @exclusivity(unchecked) var value: Condition
     #if QUEUEKIT_TESTING
         /// Test seam: spins that ignore their limit (each spin that starts takes one while any are
         /// left), and the threads spinning now.
         let unboundedSpins = Atomic<Int>(0)
         let spinningThreads = Atomic<Int>(0)
     #endif
-
-    // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
-    // would only add cost to every hand-off.)
-    @exclusivity(unchecked) var value: Condition
+    // Guarded by `StateBit.guarded` too.
     @exclusivity(unchecked) var head: UnsafeMutablePointer<Waiter>? = nil
     @exclusivity(unchecked) var tail: UnsafeMutablePointer<Waiter>? = nil
 
