@@ -487,9 +487,12 @@ QK_EXPORT qk_queue_t *qk_dbqueue_queue(qk_dbqueue_t *db);
  *  needs c, a lock_if or await waiter needs its test to be true (qk_condition_test_t) -- makes it
  *  the owner and wakes only that thread. Waiters for other values are not
  *  woken (no thundering herd); waiters for the same value are served in arrival order, and a
- *  newcomer only ever gets a lock that no queued waiter could take (nobody starves). The first
- *  waiter polls for about 2 microseconds, then every waiter yields its CPU between polls for up
- *  to about 12 microseconds before it sleeps in the kernel.
+ *  newcomer only ever gets a lock that no queued waiter could take (nobody starves). A thread
+ *  that cannot take the lock first spins on the lock itself while nobody is queued, for about as
+ *  long as spinning took on this lock lately (a microsecond or so where it kept failing, tens of
+ *  microseconds at most), taking the lock as a newcomer when a release lets it in; then it queues,
+ *  polls, yielding its CPU between polls, for up to about 12 microseconds, and sleeps in the
+ *  kernel. Only a thread about to sleep appears in wait reports and deadlock checks.
  *
  *  Ownership is checked: unlock* by a thread that does not hold the lock is EPERM and changes
  *  nothing; lock* by the holder is EDEADLK; trylock* by the holder is EBUSY. The lock is not
@@ -586,7 +589,7 @@ QK_EXPORT const char *qk_condlock_name(const qk_condlock_t *lock);
 typedef struct {
     size_t size;             /**< set by the caller to sizeof(qk_condlock_stats_t) */
     uint64_t acquisitions;   /**< successful lock and trylock calls of every kind, and each set */
-    uint64_t contended;      /**< acquisitions that had to wait (were handed the lock) */
+    uint64_t contended;      /**< acquisitions that had to wait (spinning, or handed the lock) */
     uint64_t wakeups;        /**< times a waiting thread resumed: by a hand-off, or spuriously */
     uint64_t futile_wakeups; /**< wakeups after which the thread had to wait again (spurious
                                   kernel wake-ups only: the lock never wakes a waiter the new

@@ -7,6 +7,7 @@
 import CQueueKit
 import Glibc
 import QueueKit
+import QueueKitShim
 
 // Section 3 of the C API: the condition lock. A `qk_condlock_t *` is a `ConditionLock<Int>`
 // (`intptr_t` is `Int`). Argument checks and conversions only; the behaviour is the Swift type's.
@@ -14,9 +15,30 @@ import QueueKit
 /// The Swift type behind `qk_condlock_t`.
 typealias CConditionLock = ConditionLock<Int>
 
+/// Whether `handle` is a condition lock: its first word is the tag every `qk_condlock_create`
+/// stores (0, matching no object, until the first).
+@inline(__always)
+private func isConditionLock(_ handle: OpaquePointer) -> Bool {
+    let tag = qkshim_condlock_tag()
+    return tag != 0 && UnsafeRawPointer(handle).loadUnaligned(as: UInt.self) == tag
+}
+
+/// The lock behind `handle` when a call may take the uncontended path straight: a condition lock,
+/// outside a test of a condition, and no ThreadSanitizer whose view of QueueKit's internals must be
+/// managed. `nil` sends the call down the general path (`condlockStatus`), which answers every
+/// other case. The uncontended `qk_condlock_lock` and `qk_condlock_unlock` thus run as one inlined
+/// sequence, without the closure of the general path.
+@inline(__always)
+private func uncontendedLock(_ handle: OpaquePointer?) -> Unmanaged<CConditionLock>? {
+    guard let handle, qkshim_testing_lock() == nil, isConditionLock(handle), !ThreadSanitizer.hidesInternals else {
+        return nil
+    }
+    return Unmanaged<CConditionLock>.fromOpaque(UnsafeRawPointer(handle))
+}
+
 @inline(__always)
 private func condlockStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) throws(QueueKitError) -> Void) -> Int32 {
-    Handle.status(lock, as: CConditionLock.self, body)
+    Handle.status(lock, as: CConditionLock.self, tagged: isConditionLock, body)
 }
 
 /// An acquisition's status: `EOWNERDEAD` instead of 0 when the lock's previous holder died
@@ -37,7 +59,10 @@ private func acquisitionStatus(_ lock: OpaquePointer?, _ body: (CConditionLock) 
 
 @_cdecl("qk_condlock_create") @implementation
 public func qk_condlock_create(_ condition: Int) -> OpaquePointer? {
-    Handle.created { CConditionLock(condition: condition) }
+    Handle.created {
+        qkshim_condlock_tag_set(UInt(bitPattern: unsafeBitCast(CConditionLock.self, to: UnsafeRawPointer.self)))
+        return CConditionLock(condition: condition)
+    }
 }
 
 @_cdecl("qk_condlock_destroy") @implementation
@@ -52,7 +77,13 @@ public func qk_condlock_destroy(_ lock: OpaquePointer?) -> Int32 {
 
 @_cdecl("qk_condlock_lock") @implementation
 public func qk_condlock_lock(_ lock: OpaquePointer?) -> Int32 {
-    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(call: "qk_condlock_lock") }
+    // The uncontended acquisition needs a lock with no news (a state word of 0): no EOWNERDEAD.
+    if let object = uncontendedLock(lock),
+        object._withUnsafeGuaranteedRef({ $0.acquireIfIdle(recording: "qk_condlock_lock") })
+    {
+        return 0
+    }
+    return acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(call: "qk_condlock_lock") }
 }
 
 @_cdecl("qk_condlock_trylock") @implementation
@@ -90,7 +121,10 @@ public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int
 
 @_cdecl("qk_condlock_unlock") @implementation
 public func qk_condlock_unlock(_ lock: OpaquePointer?) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock() }
+    if let object = uncontendedLock(lock) {
+        return object._withUnsafeGuaranteedRef { $0.unlockIfHeld() } ? 0 : EPERM
+    }
+    return condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock() }
 }
 
 @_cdecl("qk_condlock_unlock_with") @implementation
@@ -112,7 +146,7 @@ public func qk_condlock_check_held(_ lock: OpaquePointer?) -> Int32 {
 
 @_cdecl("qk_condlock_owner_died") @implementation
 public func qk_condlock_owner_died(_ lock: OpaquePointer?) -> Int32 {
-    Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.previousOwnerDied ? 1 : 0 }
+    Handle.borrow(lock, as: CConditionLock.self, tagged: isConditionLock, otherwise: 0) { $0.previousOwnerDied ? 1 : 0 }
 }
 
 @_cdecl("qk_condlock_condition") @implementation
@@ -124,7 +158,7 @@ public func qk_condlock_condition(_ lock: OpaquePointer?) -> Int {
     {
         return 0
     }
-    return Handle.borrow(lock, as: CConditionLock.self, otherwise: 0) { $0.condition }
+    return Handle.borrow(lock, as: CConditionLock.self, tagged: isConditionLock, otherwise: 0) { $0.condition }
 }
 
 @_cdecl("qk_condlock_set_name") @implementation
@@ -134,7 +168,7 @@ public func qk_condlock_set_name(_ lock: OpaquePointer?, _ name: UnsafePointer<C
 
 @_cdecl("qk_condlock_name") @implementation
 public func qk_condlock_name(_ lock: OpaquePointer?) -> UnsafePointer<CChar>? {
-    Handle.borrow(lock, as: CConditionLock.self, otherwise: CString.empty) { $0.cName }
+    Handle.borrow(lock, as: CConditionLock.self, tagged: isConditionLock, otherwise: CString.empty) { $0.cName }
 }
 
 @_cdecl("qk_condlock_get_stats") @implementation

@@ -28,10 +28,27 @@ enum Handle {
     @inline(__always)
     static func borrow<T: AnyObject, R>(_ handle: OpaquePointer?, as type: T.Type, otherwise: R, _ body: (T) -> R) -> R
     {
-        guard let handle, isTagged(handle, as: type) else { return otherwise }
+        borrow(handle, as: type, tagged: { isTagged($0, as: type) }, otherwise: otherwise, body)
+    }
+
+    /// As `borrow`, with the type check `tagged` (a faster one than the metadata lookup).
+    @inline(__always)
+    static func borrow<T: AnyObject, R>(
+        _ handle: OpaquePointer?, as type: T.Type, tagged: (OpaquePointer) -> Bool, otherwise: R, _ body: (T) -> R
+    ) -> R {
+        guard let handle, tagged(handle) else { return otherwise }
+        let object = Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))
+        // Apart, so that `body` is inlined once, on the path without the sanitizer.
+        if _slowPath(ThreadSanitizer.hidesInternals) { return borrowHidingInternals(object, body) }
+        return object._withUnsafeGuaranteedRef(body)
+    }
+
+    /// `body` on `object` with QueueKit's own memory accesses hidden from ThreadSanitizer.
+    @inline(never)
+    static func borrowHidingInternals<T: AnyObject, R>(_ object: Unmanaged<T>, _ body: (T) -> R) -> R {
         let hidden = ThreadSanitizer.enterInternalCode()
         defer { ThreadSanitizer.leaveInternalCode(hidden) }
-        return Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))._withUnsafeGuaranteedRef(body)
+        return object._withUnsafeGuaranteedRef(body)
     }
 
     /// As `borrow`, for calls that return a status: `EINVAL` for a wrong handle, 0 when `body`
@@ -41,10 +58,19 @@ enum Handle {
     static func status<T: AnyObject>(
         _ handle: OpaquePointer?, as type: T.Type, _ body: (T) throws(QueueKitError) -> Void
     ) -> Int32 {
+        status(handle, as: type, tagged: { isTagged($0, as: type) }, body)
+    }
+
+    /// As `status`, with the type check `tagged`.
+    @inline(__always)
+    static func status<T: AnyObject>(
+        _ handle: OpaquePointer?, as type: T.Type, tagged: (OpaquePointer) -> Bool,
+        _ body: (T) throws(QueueKitError) -> Void
+    ) -> Int32 {
         // A call from inside a test of a condition lock's condition, which runs under that
         // lock's guard: it must neither wait nor change anything.
         if _slowPath(qkshim_testing_lock() != nil) { return EDEADLK }
-        return borrow(handle, as: type, otherwise: EINVAL) { object in
+        return borrow(handle, as: type, tagged: tagged, otherwise: EINVAL) { object in
             do throws(QueueKitError) {
                 try body(object)
                 return 0

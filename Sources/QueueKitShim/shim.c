@@ -120,6 +120,8 @@ _Atomic bool qkshim_main_released;
 
 static uint64_t qkshim_next_thread_id = 0;
 
+uintptr_t qkshim_condlock_tag_storage = 0;
+
 uint64_t qkshim_thread_id_assign(void) {
     uint64_t id = __atomic_add_fetch(&qkshim_next_thread_id, 1, __ATOMIC_RELAXED);
     qkshim_tls_thread_id = id;

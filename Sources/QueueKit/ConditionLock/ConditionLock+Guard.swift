@@ -33,6 +33,15 @@ extension ConditionLock {
     func releaseGuard(_ change: LockChange) -> Bool {
         let queued = head == nil ? 0 : StateBit.queued
         var current = state.load(ordering: .relaxed)
+        // A held lock's word changes only under its guard (every other write is a compare-and-swap
+        // that expects the guard or the locked bit clear): a store releases it, no second atomic
+        // read-modify-write on the way out of a release or a queuing.
+        if current & StateBit.locked != 0 && change != .take {
+            var desired = (current & ~(StateBit.guarded | StateBit.queued)) | queued
+            if change == .drop { desired &= ~StateBit.locked }
+            state.store(desired, ordering: .releasing)
+            return true
+        }
         while true {
             var desired = (current & ~(StateBit.guarded | StateBit.queued)) | queued
             switch change {

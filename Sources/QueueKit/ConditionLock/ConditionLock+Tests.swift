@@ -75,25 +75,30 @@ extension ConditionLock {
 
     /// The tests that said no during one release, by identity: a later waiter with the same test
     /// and context is skipped without calling it (the condition and what the context points to
-    /// cannot change while the releaser holds the guard). Sixteen identities are remembered;
-    /// waiters whose test is not among them are tested each (Swift closures have no identity).
+    /// cannot change while the releaser holds the guard). Sixteen identities are remembered, in
+    /// uninitialized stack memory (a release that refuses nothing writes nothing); waiters whose
+    /// test is not among them are tested each (Swift closures have no identity).
     struct RefusedTests {
         static var capacity: Int { 16 }
-        var functions = InlineArray<16, UInt>(repeating: 0)
-        var contexts = InlineArray<16, UInt>(repeating: 0)
+        let storage: UnsafeMutablePointer<ConditionTestIdentity>
         var count = 0
 
-        func contains(_ identity: ConditionTestIdentity) -> Bool {
-            for index in 0..<count where functions[index] == identity.function && contexts[index] == identity.context {
-                return true
+        /// Runs `body` with an empty set that lives on the stack for the call.
+        static func with<R>(_ body: (inout RefusedTests) -> R) -> R {
+            withUnsafeTemporaryAllocation(of: ConditionTestIdentity.self, capacity: capacity) { buffer in
+                var refused = RefusedTests(storage: buffer.baseAddress!)
+                return body(&refused)
             }
+        }
+
+        func contains(_ identity: ConditionTestIdentity) -> Bool {
+            for index in 0..<count where storage[index] == identity { return true }
             return false
         }
 
         mutating func insert(_ identity: ConditionTestIdentity) {
             guard count < Self.capacity else { return }
-            functions[count] = identity.function
-            contexts[count] = identity.context
+            (storage + count).initialize(to: identity)
             count += 1
         }
     }
@@ -107,17 +112,21 @@ extension ConditionLock {
         case .value(let condition):
             return condition == value
         case .test(let test):
-            if let identity = test.identity, refused.contains(identity) { return false }
+            guard let identity = test.identity else { return run(test) }
+            if refused.contains(identity) { return false }
             let result = run(test)
-            if !result, let identity = test.identity { refused.insert(identity) }
+            if !result { refused.insert(identity) }
             return result
         }
     }
 
     /// ``satisfies(_:refused:)`` for one waiter alone.
     func satisfies(_ wanted: Wanted) -> Bool {
-        var refused = RefusedTests()
-        return satisfies(wanted, refused: &refused)
+        switch wanted {
+        case .any: return true
+        case .value(let condition): return condition == value
+        case .test(let test): return run(test)
+        }
     }
 
     /// Calls a test of the current condition (the caller holds the guard) with the calling thread

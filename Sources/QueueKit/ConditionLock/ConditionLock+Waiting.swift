@@ -14,7 +14,7 @@ extension ConditionLock {
     /// forms and the suspending ones.
     @inline(__always)
     @inlinable
-    func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
+    package func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
         guard state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
             return false
         }
@@ -59,35 +59,65 @@ extension ConditionLock {
             return
         }
 
-        let observed = acquireGuard()
-        if observed & StateBit.locked == 0 && satisfies(wanted) {
-            if releaseGuard(.take) {
-                didAcquire(by: me, waited: false)
-                return
-            }
-            // A plain lock took it meanwhile; we still hold the guard: wait below.
+        if takeUnderGuard(wanted) {
+            didAcquire(by: me, waited: false)
+            return
         }
+        // We hold the guard.
         if isTry {
             releaseGuard(.keep)
             throw .busy
         }
-        if deadline != MonotonicClock.forever && deadline <= MonotonicClock.now() {
-            timeoutCount.add(1, ordering: .relaxed)
+        try checkDeadline(deadline)
+        var spun = false
+        if head == nil {
             releaseGuard(.keep)
-            throw .timedOut
+            if spinForRelease(wanted, deadline: deadline) {
+                didAcquire(by: me, waited: false)
+                contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+                return
+            }
+            // A release may have come after the spin's last look: look again before queuing.
+            if takeUnderGuard(wanted) {
+                didAcquire(by: me, waited: false)
+                return
+            }
+            try checkDeadline(deadline)
+            spun = true
         }
+        let pureSpin = !spun
         let outcome = Parker.withParker { parker in
             withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer in
                 let node = buffer.baseAddress!
                 node.initialize(to: Waiter(parker: parker, threadID: me, wanted: wanted))
                 defer { node.deinitialize(count: 1) }
-                return wait(queuing: node, until: deadline, call: call)
+                return wait(queuing: node, until: deadline, pureSpin: pureSpin, call: call)
             }
         }
         switch outcome {
         case .acquired: didAcquire(by: me, waited: true)
         case .timedOut: throw .timedOut
         case .refused: throw .wouldDeadlock
+        }
+    }
+
+    /// Takes the guard, then the lock if it is free and its state satisfies `wanted`: true when it
+    /// did (the guard released), false holding the guard.
+    @inline(__always)
+    func takeUnderGuard(_ wanted: Wanted) -> Bool {
+        let observed = acquireGuard()
+        // `.take` fails when a plain lock took it meanwhile; the guard is still ours then.
+        return observed & StateBit.locked == 0 && satisfies(wanted) && releaseGuard(.take)
+    }
+
+    /// Throws `.timedOut` (counted, the guard released) when `deadline` has passed; the caller
+    /// holds the guard.
+    @inline(__always)
+    func checkDeadline(_ deadline: UInt64) throws(QueueKitError) {
+        if deadline != MonotonicClock.forever && deadline <= MonotonicClock.now() {
+            timeoutCount.add(1, ordering: .relaxed)
+            releaseGuard(.keep)
+            throw .timedOut
         }
     }
 
@@ -114,17 +144,20 @@ extension ConditionLock {
     /// or the deadline. On `.acquired` the releasing thread has already made us the owner; on
     /// `.refused` the wait would have closed a cycle across threads: `node` is unlinked, nothing
     /// was taken, and the deadlock handler has the report.
-    func wait(queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64, call: StaticString) -> WaitOutcome {
-        // Only the first waiter polls hot; the ones behind it only yield, so they never burn
-        // the CPUs that the threads ahead of them need to run and release.
-        let first = head == nil
+    func wait(
+        queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64, pureSpin: Bool, call: StaticString
+    ) -> WaitOutcome {
+        // Only the first waiter polls hot, and only if it did not spin already; the ones behind
+        // it only yield, so they never burn the CPUs that the threads ahead of them need to run
+        // and release.
+        let first = head == nil && pureSpin
         append(node)
         releaseGuard(.keep)
         return waitForHandOff(node, first: first, until: deadline, call: call)
     }
 
     /// Waits for a hand-off to the queued `node` or the deadline (the caller holds nothing); the
-    /// outcomes of ``wait(queuing:until:call:)``. `first`: the node was the first in line.
+    /// outcomes of ``wait(queuing:until:pureSpin:call:)``. `first`: the node was the first in line.
     func waitForHandOff(
         _ node: UnsafeMutablePointer<Waiter>, first: Bool, until deadline: UInt64, call: StaticString
     ) -> WaitOutcome {
@@ -178,9 +211,17 @@ extension ConditionLock {
     @inline(__always)
     @inlinable
     func relinquish() throws(QueueKitError) {
-        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { throw .notPermitted }
+        guard relinquishIfHeld() else { throw .notPermitted }
+    }
+
+    /// ``relinquish()`` without the error: false (nothing changed) when the caller is not the holder.
+    @inline(__always)
+    @inlinable
+    func relinquishIfHeld() -> Bool {
+        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { return false }
         Acquisitions.releasing(self, .conditionLock, exclusive: true)
         owner.store(0, ordering: .relaxed)
+        return true
     }
 
     /// Releases the held lock (owner already cleared), optionally setting the condition, handing
@@ -189,6 +230,7 @@ extension ConditionLock {
     @usableFromInline
     func release(setting newValue: Condition?, news: News) {
         acquireGuard()
+        releases.store(releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         switch news {
         case .clear:
             if state.load(ordering: .relaxed) & StateBit.abandoned != 0 {
@@ -211,13 +253,14 @@ extension ConditionLock {
     /// call per test ahead of it, except that a test with a C identity that already said no in
     /// this walk is not called again (see ``RefusedTests``).
     func firstSatisfied() -> UnsafeMutablePointer<Waiter>? {
-        var refused = RefusedTests()
-        var candidate = head
-        while let waiter = candidate {
-            if satisfies(waiter.pointee.wanted, refused: &refused) { return waiter }
-            candidate = waiter.pointee.next
+        RefusedTests.with { refused in
+            var candidate = head
+            while let waiter = candidate {
+                if satisfies(waiter.pointee.wanted, refused: &refused) { return waiter }
+                candidate = waiter.pointee.next
+            }
+            return nil
         }
-        return nil
     }
 
     /// Gives the lock on (the caller holds the guard, which this releases): to the first queued
@@ -230,7 +273,7 @@ extension ConditionLock {
             releaseGuard(.keep)
             return
         }
-        guard let chosen = firstSatisfied() else {
+        guard head != nil, let chosen = firstSatisfied() else {
             releaseGuard(held ? .drop : .keep)
             return
         }

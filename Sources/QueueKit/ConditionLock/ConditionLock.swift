@@ -41,12 +41,15 @@ enum StateBit {
 ///   take it (the release hands it over instead), so barging never overtakes a waiter that the
 ///   state satisfies: no starvation, at the price of a context switch per contended hand-off
 ///   under heavy plain-mutex contention.
-/// - **Spin, then sleep.** A waiter polls its word for a bounded time (`Parker.spinBudget`,
-///   12 µs) before it sleeps in the kernel: the first waiter in the queue polls hot for 2 µs and
-///   then yields its CPU between polls, the ones behind it only yield. A two-thread ping-pong
-///   thus costs well under a microsecond per round instead of two system calls and two
-///   scheduler round trips, and a thread that yields never takes the CPU from the thread it
-///   waits for.
+/// - **Spin, then queue, then sleep.** A thread that cannot take the lock first spins on the
+///   lock's own line while nobody is queued, for as long as spinning succeeded on this lock
+///   lately, and takes the lock as a newcomer when a release lets it in (see
+///   `ConditionLock+Spinning.swift`). Then it queues and polls its own word for a bounded time
+///   (`Parker.spinBudget`, 12 µs): the first waiter in the queue polls hot for 2 µs unless it
+///   spun already, then every waiter yields its CPU between polls; then it sleeps in the kernel.
+///   A two-thread ping-pong thus costs a few atomic steps per hand-off instead of two system
+///   calls and two scheduler round trips, and a thread that yields never takes the CPU from the
+///   thread it waits for.
 /// - **Deadlines** are absolute nanoseconds on `CLOCK_MONOTONIC` (``MonotonicClock``); a deadline
 ///   already past tries once. A waiter whose deadline passes at the moment it is handed the lock
 ///   keeps the lock and succeeds: which one happened first is settled under the queue's guard.
@@ -73,10 +76,11 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     public struct Stats: Sendable, Hashable {
         /// Successful `lock*` and `tryLock*` calls of every kind, and each ``ConditionLock/set(_:)``.
         public var acquisitions: UInt64 = 0
-        /// Acquisitions that had to wait.
+        /// Acquisitions that had to wait: spinning until a release let them in, or queued until
+        /// they were handed the lock.
         public var contended: UInt64 = 0
-        /// Times a waiting thread resumed: by a hand-off (whether it was spinning or asleep) or
-        /// spuriously.
+        /// Times a queued thread resumed: by a hand-off (whether it was polling its word or
+        /// asleep) or spuriously. A thread that took the lock while spinning was not woken.
         public var wakeups: UInt64 = 0
         /// Wake-ups after which the thread had to wait again (only spurious kernel wake-ups: the
         /// lock never wakes a waiter that the new state does not satisfy).
@@ -121,14 +125,29 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         case abandon(by: UInt64)
     }
 
+    // The words of a hand-off, declared together so that they lie together, right after the
+    // object's header: the state word, the count of releases beside it (which a spinning acquirer
+    // watches: the two share their 16 bytes, so one cache line), the owner and the condition (all
+    // four within 32 bytes, one line unless the object's placement splits them).
     @usableFromInline let state = Atomic<UInt>(0)
+    /// Releases that went through the guard (each may leave a new condition), counted under the
+    /// guard: what a spinning acquirer watches.
+    let releases = Atomic<UInt32>(0)
+    /// How many polls spinning acquirers needed lately (see `ConditionLock+Spinning.swift`).
+    let spinEstimate = Atomic<UInt32>(SpinLimits.initialEstimate)
     /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
     /// releasing thread on a hand-off (before the new owner resumes).
     @usableFromInline let owner = Atomic<UInt64>(0)
-
     // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
     // would only add cost to every hand-off.)
     @exclusivity(unchecked) var value: Condition
+    #if QUEUEKIT_TESTING
+        /// Test seam: spins that ignore their limit (each spin that starts takes one while any are
+        /// left), and the threads spinning now.
+        let unboundedSpins = Atomic<Int>(0)
+        let spinningThreads = Atomic<Int>(0)
+    #endif
+    // Guarded by `StateBit.guarded` too.
     @exclusivity(unchecked) var head: UnsafeMutablePointer<Waiter>? = nil
     @exclusivity(unchecked) var tail: UnsafeMutablePointer<Waiter>? = nil
 
@@ -275,11 +294,19 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     ///   hold the lock.
     @inlinable @inline(__always)
     public func unlock() throws(QueueKitError) {
-        try relinquish()
+        guard unlockIfHeld() else { throw .notPermitted }
+    }
+
+    /// ``unlock()`` without the error: false (nothing changed) when the calling thread does not
+    /// hold the lock.
+    @inlinable @inline(__always)
+    package func unlockIfHeld() -> Bool {
+        guard relinquishIfHeld() else { return false }
         if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
-            return
+            return true
         }
         release(setting: nil, news: .clear)
+        return true
     }
 
     /// Sets the condition and releases the lock in one step: no thread sees the lock free with the

@@ -203,6 +203,17 @@ int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 /* Wakes up to `count` threads waiting on `word`; aborts, naming the errno, if the call fails. */
 void qkshim_futex_wake(uint32_t *word, int count);
 
+/* The handle tag of the C condition lock (the metadata address of ConditionLock<Int>), stored by
+ * every qk_condlock_create before it returns a handle, so 0 only while no handle exists: the handle
+ * check of the condition lock's calls loads it instead of looking the generic type's metadata up. */
+extern uintptr_t qkshim_condlock_tag_storage;
+static inline uintptr_t qkshim_condlock_tag(void) {
+    return __atomic_load_n(&qkshim_condlock_tag_storage, __ATOMIC_RELAXED);
+}
+static inline void qkshim_condlock_tag_set(uintptr_t tag) {
+    __atomic_store_n(&qkshim_condlock_tag_storage, tag, __ATOMIC_RELAXED);
+}
+
 /* Atomic access to a futex word (sequentially consistent). */
 static inline uint32_t qkshim_atomic_load32(uint32_t *word) {
     return __atomic_load_n(word, __ATOMIC_SEQ_CST);
