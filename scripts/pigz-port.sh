@@ -129,7 +129,10 @@ int main(int argc, char **argv) {
 }
 EOF
     gcc -O2 -o "$work/make-input" "$work/make-input.c"
-    "$work/make-input" "$size_mb" | head -c $((size_mb * 1048576)) >"$input.tmp"
+    # head closes the pipe at SIZE_MB: the generator's SIGPIPE is the expected end, not an error.
+    { "$work/make-input" "$size_mb" || true; } | head -c $((size_mb * 1048576)) >"$input.tmp"
+    [ "$(stat -c %s "$input.tmp")" -eq $((size_mb * 1048576)) ] \
+        || { echo "pigz-port: FAILED: the input generator wrote too little" >&2; exit 1; }
     mv "$input.tmp" "$input"
 fi
 echo "pigz-port: input $input ($(stat -c %s "$input") bytes)"
