@@ -55,7 +55,6 @@ extension ConditionLock {
             defer { spinningThreads.subtract(1, ordering: .relaxed) }
         #else
             let limit = spinLimit
-            let yields = false
         #endif
         let timed = deadline != MonotonicClock.forever
         var seen = releases.load(ordering: .relaxed)
@@ -65,7 +64,11 @@ extension ConditionLock {
         var polls: UInt32 = 0
         while polls < limit {
             polls &+= 1
-            if yields { sched_yield() } else { qkshim_cpu_relax() }
+            #if QUEUEKIT_TESTING
+                if yields { sched_yield() } else { qkshim_cpu_relax() }
+            #else
+                qkshim_cpu_relax()
+            #endif
             let word = state.load(ordering: .relaxed)
             if word & StateBit.queued != 0 { break }
             if word & (StateBit.locked | StateBit.guarded) != 0 {
