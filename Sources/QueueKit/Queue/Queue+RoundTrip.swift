@@ -141,7 +141,8 @@ extension Queue {
             queue._withUnsafeGuaranteedRef({ $0.dispatchObject != nil })
         else { return false }
         var inner = ExecutionFrame(running: queue, isExclusive: true, outer: caller)
-        withUnsafeMutablePointer(to: &inner) { inner in
+        // Three words, never indexed: no stack protector for them (as the DB queue's nested read).
+        _withUnprotectedUnsafeMutablePointer(to: &inner) { inner in
             qkshim_frame_set(inner)
             function(context)
         }
