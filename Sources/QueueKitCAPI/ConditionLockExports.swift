@@ -100,7 +100,12 @@ public func qk_condlock_lock_until(_ lock: OpaquePointer?, _ deadline: UInt64) -
 
 @_cdecl("qk_condlock_lock_when") @implementation
 public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    acquisitionStatus(lock) { lock throws(QueueKitError) in
+    if let object = uncontendedLock(lock),
+        object._withUnsafeGuaranteedRef({ $0.acquireIfIdle(when: condition, recording: "qk_condlock_lock_when") })
+    {
+        return 0
+    }
+    return acquisitionStatus(lock) { lock throws(QueueKitError) in
         try lock.lock(whenCondition: condition, call: "qk_condlock_lock_when")
     }
 }
@@ -129,7 +134,10 @@ public func qk_condlock_unlock(_ lock: OpaquePointer?) -> Int32 {
 
 @_cdecl("qk_condlock_unlock_with") @implementation
 public func qk_condlock_unlock_with(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock(withCondition: condition) }
+    if let object = uncontendedLock(lock) {
+        return object._withUnsafeGuaranteedRef { $0.unlockIfHeld(setting: condition) } ? 0 : EPERM
+    }
+    return condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock(withCondition: condition) }
 }
 
 @_cdecl("qk_condlock_set") @implementation

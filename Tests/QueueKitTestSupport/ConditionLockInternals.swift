@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Copyright QueueKit developers
 
+import QueueKitShim
+
 @testable import QueueKit
 
 // Test-only access to the condition lock's test seam (kept out of the test files that import the
@@ -26,4 +28,18 @@ extension ConditionLock {
     /// Feeds the spin's estimate an outcome: a spin that took the lock after `polls`, or (`nil`)
     /// one that gave up.
     package func recordSpin(succeededAfter polls: UInt32?) { learnSpin(succeededAfter: polls) }
+
+    /// Whether the first queued waiter sleeps in the kernel now (its word says so).
+    package var firstWaiterSleeps: Bool {
+        acquireGuard()
+        defer { releaseGuard(.keep) }
+        guard let parker = head?.pointee.parker else { return false }
+        return qkshim_atomic_load32(parker.word) == Parker.sleeping
+    }
+
+    /// Whether the holder was handed the lock while it slept (spinners then spin through its
+    /// wake-up).
+    package var holderWasHandedAsleep: Bool {
+        state.load(ordering: .relaxed) & StateBit.handedToSleeper != 0
+    }
 }

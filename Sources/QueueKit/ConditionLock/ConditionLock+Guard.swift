@@ -29,8 +29,11 @@ extension ConditionLock {
     /// `.take` sets it if it is clear (false, guard still held, when a plain lock set it meanwhile),
     /// `.drop` clears it. Only plain locks change the word while the guard is held, and only by
     /// setting a clear locked bit.
+    ///
+    /// `handedToSleeper` (a hand-off's): whether the lock was just handed to a thread asleep in the
+    /// kernel (see ``StateBit/handedToSleeper``); `nil` leaves that bit, which `.drop` clears.
     @discardableResult
-    func releaseGuard(_ change: LockChange) -> Bool {
+    func releaseGuard(_ change: LockChange, handedToSleeper: Bool? = nil) -> Bool {
         let queued = head == nil ? 0 : StateBit.queued
         var current = state.load(ordering: .relaxed)
         // A held lock's word changes only under its guard (every other write is a compare-and-swap
@@ -38,7 +41,8 @@ extension ConditionLock {
         // read-modify-write on the way out of a release or a queuing.
         if current & StateBit.locked != 0 && change != .take {
             var desired = (current & ~(StateBit.guarded | StateBit.queued)) | queued
-            if change == .drop { desired &= ~StateBit.locked }
+            if change == .drop { desired &= ~(StateBit.locked | StateBit.handedToSleeper) }
+            desired = marking(desired, handedToSleeper: handedToSleeper)
             state.store(desired, ordering: .releasing)
             return true
         }
@@ -51,14 +55,22 @@ extension ConditionLock {
                 if current & StateBit.locked != 0 { return false }
                 desired |= StateBit.locked
             case .drop:
-                desired &= ~StateBit.locked
+                desired &= ~(StateBit.locked | StateBit.handedToSleeper)
             }
+            desired = marking(desired, handedToSleeper: handedToSleeper)
             let (exchanged, now) = state.compareExchange(
                 expected: current, desired: desired,
                 successOrdering: .acquiringAndReleasing, failureOrdering: .relaxed)
             if exchanged { return true }
             current = now
         }
+    }
+
+    /// `word` with ``StateBit/handedToSleeper`` as `handedToSleeper` says (`nil`: as it is).
+    @inline(__always)
+    func marking(_ word: UInt, handedToSleeper: Bool?) -> UInt {
+        guard let handedToSleeper else { return word }
+        return handedToSleeper ? word | StateBit.handedToSleeper : word & ~StateBit.handedToSleeper
     }
 
     func append(_ node: UnsafeMutablePointer<Waiter>) {

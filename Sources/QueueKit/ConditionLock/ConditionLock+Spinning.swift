@@ -30,6 +30,9 @@ extension ConditionLock {
         static var ceiling: UInt32 { 1_000 }
         /// The estimate a new lock starts with.
         static var initialEstimate: UInt32 { 64 }
+        /// The most polls a spin makes while the holder is a thread that was handed the lock
+        /// asleep (about 100 µs: a wake-up's latency, with room).
+        static var wakingCeiling: UInt32 { 4_000 }
     }
 
     /// The polls the next spin may make.
@@ -62,22 +65,25 @@ extension ConditionLock {
         // have left a new condition, or the same one on a free lock.
         var sawHeld = false
         var polls: UInt32 = 0
-        while polls < limit {
+        // Polls made while the holder was waking up, which say nothing of how long holders hold.
+        var wakingPolls: UInt32 = 0
+        while polls &- wakingPolls < limit && polls < SpinLimits.wakingCeiling {
             polls &+= 1
             #if QUEUEKIT_TESTING
                 if yields { sched_yield() } else { qkshim_cpu_relax() }
             #else
                 qkshim_cpu_relax()
             #endif
-            let word = state.load(ordering: .relaxed)
+            let word = state.load(ordering: .acquiring)
             if word & StateBit.queued != 0 { break }
             if word & (StateBit.locked | StateBit.guarded) != 0 {
                 sawHeld = true
+                if word & StateBit.handedToSleeper != 0 { wakingPolls &+= 1 }
             } else {
                 let released = releases.load(ordering: .relaxed)
                 if sawHeld || released != seen {
-                    if takeIfSatisfied(wanted) {
-                        learnSpin(succeededAfter: polls)
+                    if mayHold(wanted) && takeIfSatisfied(wanted) {
+                        learnSpin(succeededAfter: polls &- wakingPolls)
                         return true
                     }
                     seen = released
@@ -90,12 +96,66 @@ extension ConditionLock {
         return false
     }
 
+    // MARK: The condition's bits
+
+    /// Whether ``conditionBits`` mirrors the condition: a plain value (no references) of at most
+    /// 8 bytes, as `intptr_t` is for the C API.
+    static var mirrorsCondition: Bool { _isPOD(Condition.self) && MemoryLayout<Condition>.size <= 8 }
+
+    /// The bits of `condition`, zero-extended (0 when the condition is not mirrored).
+    @inline(__always)
+    static func bits(of condition: Condition) -> UInt64 {
+        guard mirrorsCondition else { return 0 }
+        var bits: UInt64 = 0
+        withUnsafeMutableBytes(of: &bits) { target in
+            withUnsafeBytes(of: condition) { target.copyMemory(from: $0) }
+        }
+        return bits
+    }
+
+    /// Mirrors a new condition (the caller holds the guard and has just set ``value``).
+    @inline(__always)
+    func publishConditionBits() {
+        if Self.mirrorsCondition { conditionBits.store(Self.bits(of: value), ordering: .relaxed) }
+    }
+
+    /// Whether the condition may satisfy `wanted`, read without the guard: false only for a wait
+    /// for one value whose bits differ from the condition's. A hint, to spare a look under the
+    /// guard (a write of the lock's line) that would find the wrong value: a waiter that gets it
+    /// wrong only looks later, the bits being as new as the state word that the caller loaded with
+    /// acquiring order (they are written under the guard, before the release's store), and every
+    /// wait looks under the guard before it queues. Values equal under `==` with other bits
+    /// (`-0.0` and `0.0`) are such a wrong hint: they wait for the next release or the queue.
+    @inline(__always)
+    func mayHold(_ wanted: Wanted) -> Bool {
+        guard Self.mirrorsCondition, case .value(let condition) = wanted else { return true }
+        return Self.bits(of: condition) == conditionBits.load(ordering: .relaxed)
+    }
+
     /// Takes the lock if it is free and its state satisfies `wanted` (a plain lock: if it is free).
+    ///
+    /// A wait on the condition takes the guard only while the lock is free and nobody is queued
+    /// (a look that finds the lock taken meanwhile gives up without writing the line), and waits out
+    /// a guard held by someone else: a newcomer's look, or the releaser's next call, takes a few
+    /// dozen instructions and may leave the lock free for this thread.
     @inline(__always)
     func takeIfSatisfied(_ wanted: Wanted) -> Bool {
         if wanted.isAny { return takeIfFree() }
-        let observed = acquireGuard()
-        if observed & StateBit.locked == 0 && satisfies(wanted) && releaseGuard(.take) { return true }
+        var word = state.load(ordering: .relaxed)
+        while true {
+            if word & (StateBit.locked | StateBit.queued) != 0 { return false }
+            if word & StateBit.guarded != 0 {
+                qkshim_cpu_relax()
+                word = state.load(ordering: .relaxed)
+                continue
+            }
+            let (exchanged, now) = state.compareExchange(
+                expected: word, desired: word | StateBit.guarded,
+                successOrdering: .acquiring, failureOrdering: .relaxed)
+            if exchanged { break }
+            word = now
+        }
+        if satisfies(wanted) && releaseGuard(.take) { return true }
         releaseGuard(.keep)
         return false
     }

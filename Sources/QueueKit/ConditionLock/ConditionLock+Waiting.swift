@@ -22,6 +22,31 @@ extension ConditionLock {
         return true
     }
 
+    /// The uncontended `lock(whenCondition:)`: a free lock with no news, nobody queued and nobody
+    /// looking, whose condition is `condition`, taken with the guard's compare-and-swap and the
+    /// lock's. False (nothing changed) in every other case, which ``acquire(wanted:deadline:isTry:call:)``
+    /// answers.
+    package func acquireIfIdle(when condition: Condition, recording call: StaticString) -> Bool {
+        guard mayHold(.value(condition)),
+            state.compareExchange(expected: 0, desired: StateBit.guarded, ordering: .acquiring).exchanged
+        else {
+            return false
+        }
+        // Nobody queued (the word was 0), so none can be now: the guard goes and the lock comes in
+        // one step, which fails only when a plain lock took the lock meanwhile.
+        guard
+            value == condition
+                && state.compareExchange(
+                    expected: StateBit.guarded, desired: StateBit.locked, ordering: .acquiringAndReleasing
+                ).exchanged
+        else {
+            releaseGuard(.keep)
+            return false
+        }
+        didAcquire(by: qkshim_thread_id(), waited: false, recording: call)
+        return true
+    }
+
     /// Bookkeeping of the new holder: owner and counters (only the holder writes them, so a load
     /// and a store suffice).
     @inline(__always)
@@ -59,6 +84,21 @@ extension ConditionLock {
             return
         }
 
+        // A wait on the condition of a held lock that nobody queues for spins at once, without
+        // taking the guard: the line stays with the holder until its release.
+        var spun = false
+        if !wanted.isAny && !isTry, case let word = state.load(ordering: .acquiring), word & StateBit.queued == 0,
+            word & StateBit.locked != 0 || !mayHold(wanted),
+            deadline == MonotonicClock.forever || deadline > MonotonicClock.now()
+        {
+            if spinForRelease(wanted, deadline: deadline) {
+                didAcquire(by: me, waited: false)
+                contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+                return
+            }
+            spun = true
+        }
+
         if takeUnderGuard(wanted) {
             didAcquire(by: me, waited: false)
             return
@@ -69,8 +109,7 @@ extension ConditionLock {
             throw .busy
         }
         try checkDeadline(deadline)
-        var spun = false
-        if head == nil {
+        if head == nil && !spun {
             releaseGuard(.keep)
             if spinForRelease(wanted, deadline: deadline) {
                 didAcquire(by: me, waited: false)
@@ -244,7 +283,10 @@ extension ConditionLock {
             abandonmentCount.add(1, ordering: .relaxed)
             state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
         }
-        if let newValue { value = newValue }
+        if let newValue {
+            value = newValue
+            publishConditionBits()
+        }
         passOn(held: true)
     }
 
@@ -293,7 +335,7 @@ extension ConditionLock {
         let parker = chosen.pointee.parker!
         let word = parker.word
         let asleep = parker.setWord()
-        releaseGuard(.keep)
+        releaseGuard(.keep, handedToSleeper: asleep)
         if asleep { Parker.wake(word) }
     }
 }

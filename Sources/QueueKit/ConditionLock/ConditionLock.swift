@@ -20,6 +20,13 @@ enum StateBit {
     /// next acquirer of a free lock, is told. Cleared by the holder's release. It makes the
     /// uncontended compare-and-swap of `lock` and `unlock` fail, which routes to the slow paths.
     @inlinable static var abandoned: UInt { 8 }
+    /// The holder was handed the lock while it slept in the kernel: it runs again only after a
+    /// wake-up's latency (microseconds, tens of them on an idle virtual CPU). A spinning acquirer
+    /// keeps spinning through that (see `ConditionLock+Spinning.swift`) instead of queuing to
+    /// sleep too, which would make the next hand-off wait for a wake-up again, and the next.
+    /// Cleared by the holder's release. It makes the uncontended compare-and-swap of `unlock`
+    /// fail, which routes to the slow path.
+    @inlinable static var handedToSleeper: UInt { 16 }
 }
 
 /// A lock plus a condition value, with `NSConditionLock`'s semantics and none of its traps.
@@ -138,9 +145,17 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
     /// releasing thread on a hand-off (before the new owner resumes).
     @usableFromInline let owner = Atomic<UInt64>(0)
+    // Written only by the thread that holds the lock (a plain load and store, no read-modify-write
+    // on the fast path); readable by anyone. Beside the owner, because every holder writes them:
+    // on a line of their own they would move between CPUs on every hand-off.
+    @usableFromInline let acquisitionCount = Atomic<UInt64>(0)
+    @usableFromInline let contendedCount = Atomic<UInt64>(0)
     // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
     // would only add cost to every hand-off.)
     @exclusivity(unchecked) var value: Condition
+    /// The condition's bits when it is a plain value of at most 8 bytes (see ``mayHold(_:)``),
+    /// written under the guard with every change of the condition.
+    let conditionBits = Atomic<UInt64>(0)
     #if QUEUEKIT_TESTING
         /// Test seam: spins that ignore their limit (each spin that starts takes one while any are
         /// left), and the threads spinning now.
@@ -151,10 +166,6 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @exclusivity(unchecked) var head: UnsafeMutablePointer<Waiter>? = nil
     @exclusivity(unchecked) var tail: UnsafeMutablePointer<Waiter>? = nil
 
-    // Written only by the thread that holds the lock (a plain load and store, no read-modify-write
-    // on the fast path); readable by anyone.
-    @usableFromInline let acquisitionCount = Atomic<UInt64>(0)
-    @usableFromInline let contendedCount = Atomic<UInt64>(0)
     @usableFromInline let handOffCount = Atomic<UInt64>(0)
     // Written by threads that do not hold the lock.
     let futileCount = Atomic<UInt64>(0)
@@ -176,6 +187,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     ///   - name: a name for diagnostics (see ``name``).
     public init(condition: Condition, name: String? = nil) {
         self.value = condition
+        publishConditionBits()
         if let name { self.name = name }
         LiveConditionLocks.register(self)
     }
@@ -246,6 +258,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// ``lock(whenCondition:)``, named `call` in reports.
     package func lock(whenCondition condition: Condition, call: StaticString) throws(QueueKitError) {
+        if _fastPath(acquireIfIdle(when: condition, recording: call)) { return }
         try acquire(wanted: .value(condition), deadline: MonotonicClock.forever, isTry: false, call: call)
     }
 
@@ -315,8 +328,27 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     /// - Throws: ``QueueKitError/notPermitted`` (nothing changed) when the calling thread does not
     ///   hold the lock.
     public func unlock(withCondition condition: Condition) throws(QueueKitError) {
-        try relinquish()
+        guard unlockIfHeld(setting: condition) else { throw .notPermitted }
+    }
+
+    /// ``unlock(withCondition:)`` without the error: false (nothing changed) when the calling
+    /// thread does not hold the lock. With nobody queued and no news, the release is the guard's
+    /// compare-and-swap and one store (a held lock's word changes only under its guard).
+    package func unlockIfHeld(setting condition: Condition) -> Bool {
+        guard relinquishIfHeld() else { return false }
+        if _fastPath(
+            state.compareExchange(
+                expected: StateBit.locked, desired: StateBit.locked | StateBit.guarded, ordering: .acquiring
+            ).exchanged)
+        {
+            releases.store(releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            value = condition
+            publishConditionBits()
+            state.store(0, ordering: .releasing)
+            return true
+        }
         release(setting: condition, news: .clear)
+        return true
     }
 
     /// Acquires the lock, then ``unlock(withCondition:)``: sets the condition from a thread that

@@ -127,4 +127,56 @@ struct ConditionLockSpinTests {
         #expect(stats.wakeups <= stats.contended)
         #expect(!lock.isLocked)
     }
+
+    @Test func aWaiterForAValueEqualUnderEqualityWithOtherBitsIsLetIn() throws {
+        // The bits of a plain condition spare spinners a look under the guard when they differ;
+        // equality decides all the same: 0.0 == -0.0, with other bits.
+        let lock = ConditionLock(condition: 1.0)
+        try lock.lock()
+        let taken = Shared<Double>(.nan)
+        let waiter = spawn {
+            do {
+                try lock.lock(whenCondition: 0.0)
+                taken.value = lock.condition
+                try lock.unlock()
+            } catch {
+                Issue.record("lock(whenCondition: 0.0) threw \(error)")
+            }
+        }
+        #expect(eventually { lock.spinners == 1 || lock.queuedWaiters == 1 })
+        try lock.unlock(withCondition: -0.0)
+        #expect(waits(for: waiter))
+        #expect(taken.value == 0.0 && taken.value.sign == .minus)
+    }
+
+    @Test func aHandOffToASleepingWaiterIsMarkedUntilItsHolderReleases() throws {
+        let lock = ConditionLock(condition: 0)
+        try lock.lock()
+        let holding = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let sleeper = spawn {
+            do {
+                try lock.lock(whenCondition: 1)
+                holding.signal()
+                _ = waits(for: release)
+                try lock.unlock(withCondition: 2)
+            } catch {
+                Issue.record("lock(whenCondition: 1) threw \(error)")
+            }
+        }
+        #expect(eventually { lock.firstWaiterSleeps })
+        #expect(!lock.holderWasHandedAsleep)
+        try lock.unlock(withCondition: 1)
+        #expect(waits(for: holding))
+        // Handed the lock asleep: a spinner would now spin through its wake-up.
+        #expect(lock.holderWasHandedAsleep)
+        release.signal()
+        #expect(waits(for: sleeper))
+        // Its release ends the mark, and a lock taken and released in passing never has it.
+        #expect(!lock.holderWasHandedAsleep)
+        try lock.lock(whenCondition: 2)
+        #expect(!lock.holderWasHandedAsleep)
+        try lock.unlock()
+        #expect(lock.stats.wakeups == 1)
+    }
 }
