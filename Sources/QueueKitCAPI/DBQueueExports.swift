@@ -28,22 +28,48 @@ public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
 @_cdecl("qk_dbqueue_read") @implementation
 public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
 {
-    // Handle.status's checks, written out: the read is the hot path, and as a closure its body
-    // is not inlined (the call through a closure costs a quarter of an uncontended read).
-    guard let work, let db, Handle.isTagged(db, as: DBQueue.self) else { return EINVAL }
-    let hidden = ThreadSanitizer.enterInternalCode()
-    defer { ThreadSanitizer.leaveInternalCode(hidden) }
-    return Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db))._withUnsafeGuaranteedRef { object in
-        object.read(context, work, call: "qk_dbqueue_read")
-    }
+    if let work, let db, DBQueue.readInline(UnsafeRawPointer(db), context, work) { return 0 }
+    return readRoute(db, context, work)
+}
+
+/// Every `qk_dbqueue_read` but a nested one: out of line, so that the nested one stays a few
+/// instructions.
+@inline(never)
+private func readRoute(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32 {
+    access(db, exclusive: false, context, work, call: "qk_dbqueue_read")
 }
 
 @_cdecl("qk_dbqueue_write") @implementation
 public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
 {
-    guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
-        try db.withAccess(db.enterWrite(call: "qk_dbqueue_write")) { work(context) }
+    access(db, exclusive: true, context, work, call: "qk_dbqueue_write")
+}
+
+/// A read or a write: plain when it may be (``Handle/runsPlain``), the whole call one inlined
+/// sequence (`DBQueue.runPlain`); otherwise through `Handle.status`, which answers every other case.
+@inline(__always)
+private func access(
+    _ db: OpaquePointer?, exclusive: Bool, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?,
+    call: StaticString
+) -> Int32 {
+    guard let work, let db, Handle.isTagged(db, as: DBQueue.self) else { return EINVAL }
+    if _fastPath(Handle.runsPlain) {
+        return Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db))._withUnsafeGuaranteedRef {
+            $0.runPlain(exclusive: exclusive, context, work, call: call)
+        }
+    }
+    return accessStatus(db, exclusive: exclusive, context, work, call: call)
+}
+
+/// Out of line, so that the plain path stays a few instructions.
+@inline(never)
+private func accessStatus(
+    _ db: OpaquePointer, exclusive: Bool, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t,
+    call: StaticString
+) -> Int32 {
+    Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        let access = try exclusive ? db.enterWrite(call: call) : db.enterRead(call: call)
+        db.withAccess(access) { work(context) }
     }
 }
 
