@@ -230,6 +230,15 @@ int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 /* Wakes up to `count` threads waiting on `word`; aborts, naming the errno, if the call fails. */
 void qkshim_futex_wake(uint32_t *word, int count);
 
+/* The handle tag of the DB queue: the type metadata of the core's DBQueue class, by its Swift
+ * symbol. The class is not generic, so its metadata is static, and its address is the first word
+ * of every DBQueue object: a link-time constant here, where Swift outside the core reaches it by a
+ * call of the metadata accessor. (A test checks that the two agree.) */
+extern const char qkshim_dbqueue_metadata __asm__("$s8QueueKit7DBQueueCN");
+static inline uintptr_t qkshim_dbqueue_tag(void) {
+    return (uintptr_t)&qkshim_dbqueue_metadata;
+}
+
 /* The handle tag of the C condition lock (the metadata address of ConditionLock<Int>), stored by
  * every qk_condlock_create before it returns a handle, so 0 only while no handle exists: the handle
  * check of the condition lock's calls loads it instead of looking the generic type's metadata up. */

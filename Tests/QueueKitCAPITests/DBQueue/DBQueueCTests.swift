@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import Glibc
 import QueueKit
+import QueueKitShim
 import QueueKitTestSupport
 import Synchronization
 import Testing
@@ -273,6 +274,20 @@ struct DBQueueNestingTests {
             #expect(events.events == ["inner write"])
         }
         #expect(ok, "deadlocked")
+    }
+}
+
+// MARK: - The handle's tag
+
+@Suite("DB queue: handles")
+struct DBQueueHandleTests {
+    /// The C face's constant tag (the metadata's Swift symbol) is what DB queue objects carry.
+    @Test func theConstantTagIsTheClassMetadata() {
+        let metadata = UInt(bitPattern: unsafeBitCast(DBQueue.self, to: UnsafeRawPointer.self))
+        #expect(qkshim_dbqueue_tag() == metadata)
+        let db = CDBQueue("test.tag")
+        #expect(UnsafeRawPointer(db.raw).load(as: UInt.self) == metadata)
+        #expect(db.destroy() == 0)
     }
 }
 
