@@ -7,6 +7,7 @@
 import CQueueKit
 import Glibc
 import QueueKit
+import QueueKitShim
 
 // Section 2 of the C API: the reentrant DB queue. Argument checks and conversions only; the
 // behaviour is `DBQueue`'s.
@@ -28,22 +29,61 @@ public func qk_dbqueue_destroy(_ db: OpaquePointer?) -> Int32 {
 @_cdecl("qk_dbqueue_read") @implementation
 public func qk_dbqueue_read(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
 {
-    // Handle.status's checks, written out: the read is the hot path, and as a closure its body
-    // is not inlined (the call through a closure costs a quarter of an uncontended read).
-    guard let work, let db, Handle.isTagged(db, as: DBQueue.self) else { return EINVAL }
-    let hidden = ThreadSanitizer.enterInternalCode()
-    defer { ThreadSanitizer.leaveInternalCode(hidden) }
-    return Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db))._withUnsafeGuaranteedRef { object in
-        object.read(context, work, call: "qk_dbqueue_read")
-    }
+    // EINVAL out of line: inline, its constant would be loaded ahead of the nested read's checks.
+    guard let work, let db else { return invalidArgument() }
+    if DBQueue.readInline(UnsafeRawPointer(db), context, work) { return 0 }
+    return readRoute(db, context, work)
+}
+
+@inline(never)
+private func invalidArgument() -> Int32 { EINVAL }
+
+/// Every `qk_dbqueue_read` but a nested one: out of line, so that the nested one stays a few
+/// instructions.
+@inline(never)
+private func readRoute(_ db: OpaquePointer, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t) -> Int32 {
+    access(db, exclusive: false, context, work, call: "qk_dbqueue_read")
 }
 
 @_cdecl("qk_dbqueue_write") @implementation
 public func qk_dbqueue_write(_ db: OpaquePointer?, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t?) -> Int32
 {
-    guard let work else { return EINVAL }
-    return Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
-        try db.withAccess(db.enterWrite(call: "qk_dbqueue_write")) { work(context) }
+    guard let work, let db else { return EINVAL }
+    return access(db, exclusive: true, context, work, call: "qk_dbqueue_write")
+}
+
+/// Whether `handle` is a DB queue: `Handle.isTagged` with the tag a constant (`qkshim_dbqueue_tag`)
+/// instead of a call of the class's metadata accessor.
+@inline(__always)
+private func isDBQueue(_ handle: OpaquePointer) -> Bool {
+    UnsafeRawPointer(handle).loadUnaligned(as: UInt.self) == qkshim_dbqueue_tag()
+}
+
+/// A read or a write: plain when it may be (``Handle/runsPlain``), the whole call one inlined
+/// sequence (`DBQueue.runPlain`); otherwise through `Handle.status`, which answers every other case.
+@inline(__always)
+private func access(
+    _ db: OpaquePointer, exclusive: Bool, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t,
+    call: StaticString
+) -> Int32 {
+    guard isDBQueue(db) else { return EINVAL }
+    if _fastPath(Handle.runsPlain) {
+        return Unmanaged<DBQueue>.fromOpaque(UnsafeRawPointer(db))._withUnsafeGuaranteedRef {
+            $0.runPlain(exclusive: exclusive, context, work, call: call)
+        }
+    }
+    return accessStatus(db, exclusive: exclusive, context, work, call: call)
+}
+
+/// Out of line, so that the plain path stays a few instructions.
+@inline(never)
+private func accessStatus(
+    _ db: OpaquePointer, exclusive: Bool, _ context: UnsafeMutableRawPointer?, _ work: qk_function_t,
+    call: StaticString
+) -> Int32 {
+    Handle.status(db, as: DBQueue.self) { db throws(QueueKitError) in
+        let access = try exclusive ? db.enterWrite(call: call) : db.enterRead(call: call)
+        db.withAccess(access) { work(context) }
     }
 }
 

@@ -95,6 +95,11 @@ enum Handle {
         }
     }
 
+    /// Whether a call may run plain (``SlowPaths``): no process-wide slow path is on, and no test
+    /// of a condition runs on the calling thread (a call from one must refuse, as `status` does).
+    @inline(__always)
+    static var runsPlain: Bool { SlowPaths.areOff && qkshim_testing_lock() == nil }
+
     @inline(__always)
     static func isTagged<T: AnyObject>(_ handle: OpaquePointer, as type: T.Type) -> Bool {
         UnsafeRawPointer(handle).loadUnaligned(as: UInt.self)

@@ -18,7 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-__thread void *qkshim_tls_frame QKSHIM_TLS;
+__thread qkshim_tls_calls_t qkshim_tls_calls QKSHIM_TLS;
+__attribute__((visibility("hidden"))) _Atomic uint8_t qkshim_slow_paths;
 /* The storage behind the header's const qkshim_tsan_mode. */
 __attribute__((visibility("hidden"))) uint8_t qkshim_tsan_mode_storage;
 
@@ -112,6 +113,7 @@ __attribute__((constructor)) static void qkshim_tsan_mode_init(void) {
         QKSHIM_INSTRUMENTED || !runtime
             ? 0
             : QKSHIM_TSAN_ANNOTATE | (ignores ? QKSHIM_TSAN_HIDE_INTERNALS : 0);
+    if (qkshim_tsan_mode_storage != 0) qkshim_slow_paths_change(QKSHIM_SLOW_TSAN, true);
 }
 __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
 
@@ -174,8 +176,6 @@ void qkshim_record_install(void *record, void (*on_exit)(void *record)) {
 
 __thread uint32_t qkshim_tls_condlocks_held QKSHIM_TLS;
 
-__thread const void *qkshim_tls_testing QKSHIM_TLS;
-
 size_t qkshim_symbol_name(const void *address, char *buffer, size_t size, size_t *offset) {
     Dl_info info;
     if (address == NULL || dladdr(address, &info) == 0 || info.dli_sname == NULL) return 0;
@@ -231,6 +231,7 @@ static void qkshim_fork_parent(void) {
 
 static void qkshim_fork_child(void) {
     __atomic_add_fetch((uint64_t *)&qkshim_fork_generation, 1, __ATOMIC_ACQ_REL);
+    qkshim_slow_paths_change(QKSHIM_SLOW_FORKED, true);
     if (qkshim_fork_hooks_in_use != NULL) qkshim_fork_hooks_in_use->child();
 }
 

@@ -174,6 +174,7 @@ public final class DBQueue: @unchecked Sendable {
         revokeWord.initialize(to: Parker.idle)
         slotMask = UInt64(Self.slotCount - 1)
         slots = Self.makeSlots(count: Self.slotCount)
+        queue.identityOwner = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
     }
 
     deinit {
@@ -294,10 +295,11 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Inline when the thread already has access; otherwise acquired, waiting if needed;
     /// `wouldDeadlock` when that wait would close a cycle across threads. Pass the result to
-    /// `withAccess` at once.
+    /// `withAccess` at once, with the same `plain` (a call begun with ``SlowPaths/areOff``: the
+    /// fork's and the witness's checks are skipped).
     @inlinable @inline(__always)
-    package func enterRead(call: StaticString) throws(QueueKitError) -> Access {
-        if _slowPath(Fork.isChild) { try checkFork() }
+    package func enterRead(call: StaticString, plain: Bool = false) throws(QueueKitError) -> Access {
+        if !plain, _slowPath(Fork.isChild) { try checkFork() }
         // Outside any block, the main thread's permanent frame (the main queue's) holds no DB
         // queue: only the thread's own frames need the walk.
         let frame = ExecutionContext.innermostBlock
@@ -305,7 +307,7 @@ public final class DBQueue: @unchecked Sendable {
             return Access(caller: frame, isInline: true, isExclusive: false)
         }
         let caller = frame ?? ExecutionContext.mainThreadFrame()
-        guard LockOrder.willWait(for: queue, .shared, call: call) else { throw .wouldDeadlock }
+        guard plain || LockOrder.willWait(for: queue, .shared, call: call) else { throw .wouldDeadlock }
         if let slot = tryVisibleRead() {
             return Access(caller: caller, isInline: false, isExclusive: false, slot: slot)
         }
@@ -315,17 +317,22 @@ public final class DBQueue: @unchecked Sendable {
 
     /// Inline when the thread already has write access; `wouldDeadlock` when it has only read
     /// access (an upgrade could never proceed) or when the lane refuses the wait; otherwise
-    /// acquired through the lane. Pass the result to `withAccess` at once.
+    /// acquired through the lane. Pass the result to `withAccess` at once, with the same `plain`
+    /// (see ``enterRead(call:plain:)``).
     @inlinable @inline(__always)
-    package func enterWrite(call: StaticString) throws(QueueKitError) -> Access {
-        if _slowPath(Fork.isChild) { try checkFork() }
-        let caller = ExecutionContext.innermost
-        switch caller == nil ? .none : ExecutionContext.hold(of: queue, from: caller) {
+    package func enterWrite(call: StaticString, plain: Bool = false) throws(QueueKitError) -> Access {
+        if !plain, _slowPath(Fork.isChild) { try checkFork() }
+        // As in `enterRead`, the main thread's permanent frame holds no DB queue: no walk for it.
+        let frame = ExecutionContext.innermostBlock
+        let caller = frame ?? ExecutionContext.mainThreadFrame()
+        switch frame == nil ? .none : ExecutionContext.hold(of: queue, from: frame) {
         case .exclusive: return Access(caller: caller, isInline: true, isExclusive: true)
         case .shared: throw .wouldDeadlock
         case .none:
-            LockOrder.writing(queue, call: call, thenWaits: true)
-            guard LockOrder.willWait(for: queue, .exclusive, call: call) else { throw .wouldDeadlock }
+            if !plain {
+                LockOrder.writing(queue, call: call, thenWaits: true)
+                guard LockOrder.willWait(for: queue, .exclusive, call: call) else { throw .wouldDeadlock }
+            }
             guard acquire(.write, call: call) else { throw .wouldDeadlock }
             guard revokeBias(call: call, refusable: true) else {
                 giveUpRefusedRevocation()
@@ -335,45 +342,37 @@ public final class DBQueue: @unchecked Sendable {
         }
     }
 
-    /// A read of C work: `work(context)` with read access; the status (0, or the error's code).
-    /// One function, not inlined into the C face: there the read's body would be a closure that
-    /// the optimiser keeps out of line.
-    package func read(
-        _ context: UnsafeMutableRawPointer?, _ work: @convention(c) (UnsafeMutableRawPointer?) -> Void,
-        call: StaticString
-    ) -> Int32 {
-        do throws(QueueKitError) {
-            try withAccess(enterRead(call: call)) { work(context) }
-            return 0
-        } catch {
-            return error.rawValue
-        }
-    }
-
-    /// Runs `body` with the access `enterRead` or `enterWrite` gave, then releases it.
+    /// Runs `body` with the access `enterRead` or `enterWrite` gave, then releases it (`plain` as
+    /// it was given to them).
     @inlinable @inline(__always)
-    package func withAccess<R, E: Error>(_ access: Access, _ body: () throws(E) -> R) throws(E) -> R {
+    package func withAccess<R, E: Error>(_ access: Access, plain: Bool = false, _ body: () throws(E) -> R) throws(E)
+        -> R
+    {
         let exclusive = access.isExclusive
         if access.isInline {
-            return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, body)
+            return try ExecutionContext.run(on: queue, exclusive: exclusive, outer: access.caller, plain: plain, body)
         }
-        defer {
-            if exclusive {
-                releaseWrite()
-            } else if let slot = access.slot {
-                leaveSlot(slot)
-            } else {
-                releaseRead()
-            }
-        }
-        Acquisitions.acquired(self, .dbQueue, exclusive: exclusive)
-        defer { Acquisitions.releasing(self, .dbQueue, exclusive: exclusive) }
+        defer { release(access) }
+        Acquisitions.acquired(self, .dbQueue, exclusive: exclusive, plain: plain)
+        defer { Acquisitions.releasing(self, .dbQueue, exclusive: exclusive, plain: plain) }
         guard exclusive else {
-            return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, body)
+            return try ExecutionContext.run(on: queue, exclusive: false, outer: access.caller, plain: plain, body)
         }
         writeRunning.store(true, ordering: .relaxed)
         defer { writeRunning.store(false, ordering: .relaxed) }
-        return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, body)
+        return try ExecutionContext.run(on: queue, exclusive: true, outer: access.caller, plain: plain, body)
+    }
+
+    /// Gives back the access `enterRead` or `enterWrite` acquired (not an inline one's).
+    @inlinable @inline(__always)
+    func release(_ access: Access) {
+        if access.isExclusive {
+            releaseWrite()
+        } else if let slot = access.slot {
+            leaveSlot(slot)
+        } else {
+            releaseRead()
+        }
     }
 
     /// Queues a write; returns at once. Lock-free: one atomic add that closes the queue to later

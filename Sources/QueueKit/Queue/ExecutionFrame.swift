@@ -115,13 +115,15 @@ package enum ExecutionContext {
     static func releaseMainThread() { qkshim_main_released_set() }
 
     /// Runs `body` as a block of `queue`, inside a new innermost frame whose caller is `outer`
-    /// (and whose `idleHold` is `idleHold`).
+    /// (and whose `idleHold` is `idleHold`). `plain`: the call began with ``SlowPaths/areOff``
+    /// (nothing to tell the witness or the sanitizer).
     @inlinable @inline(__always)
     static func run<R, E: Error>(
         on queue: Queue,
         exclusive: Bool,
         outer: UnsafePointer<ExecutionFrame>?,
         idleHold: UnsafeMutableRawPointer? = nil,
+        plain: Bool = false,
         _ body: () throws(E) -> R
     ) throws(E) -> R {
         let saved = qkshim_frame_get()
@@ -131,8 +133,8 @@ package enum ExecutionContext {
         // every block, nested reads included, a canary store and check).
         return try _withUnprotectedUnsafeMutablePointer(to: &frame) { (pointer) throws(E) -> R in
             qkshim_frame_set(UnsafeMutableRawPointer(pointer))
-            return try Acquisitions.holdingBlock(of: queue, exclusive: exclusive) { () throws(E) -> R in
-                try ThreadSanitizer.userCode(body)
+            return try Acquisitions.holdingBlock(of: queue, exclusive: exclusive, plain: plain) { () throws(E) -> R in
+                try plain ? body() : ThreadSanitizer.userCode(body)
             }
         }
     }

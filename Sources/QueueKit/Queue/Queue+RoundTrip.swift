@@ -141,7 +141,7 @@ extension Queue {
             queue._withUnsafeGuaranteedRef({ $0.dispatchObject != nil })
         else { return false }
         var inner = ExecutionFrame(running: queue, isExclusive: true, outer: caller)
-        // Three words, never indexed: no stack protector for them (as the DB queue's nested read).
+        // Three words, never indexed: no stack protector for them (as in ExecutionContext.run).
         _withUnprotectedUnsafeMutablePointer(to: &inner) { inner in
             qkshim_frame_set(inner)
             function(context)

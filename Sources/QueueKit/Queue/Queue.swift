@@ -65,6 +65,11 @@ public final class Queue: @unchecked Sendable {
     @usableFromInline let dispatchQueue: DispatchQueue?
     /// `dispatchQueue`'s `dispatch_queue_t`, for the round trips through `dispatch_*_f`.
     @usableFromInline let dispatchObject: UnsafeMutableRawPointer?
+    /// The object a queue that stands for identity only stands for (its DB queue), stored once
+    /// as that object is made, before it is shared; `nil` for every other queue. A frame of the
+    /// queue thus tells whether a C handle is that object without reading the handle
+    /// (`DBQueue.readInline`). Unchecked exclusivity: written once before any read.
+    @usableFromInline @exclusivity(unchecked) var identityOwner: UnsafeRawPointer?
     /// Main and global queues live forever: retain and release are no-ops on them.
     package let isImmortal: Bool
     /// The words the queue owns besides dispatch's (`queuekit_shim_idle.h`): the idle word and

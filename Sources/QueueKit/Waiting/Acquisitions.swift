@@ -13,10 +13,13 @@ import QueueKitShim
 /// `acquired` and `releasing` are called by the thread that acquires or releases, after the real
 /// acquisition and before the real release, outside every internal lock. Nested entries that
 /// acquire nothing (a read inside a read, a `sync` that runs inline) do not pass through them;
-/// every block, inline ones included, runs inside ``holdingBlock(of:exclusive:_:)``, which the
-/// witness needs (it counts a queue as held for each block of it on the thread's stack).
+/// every block, inline ones included, runs inside ``holdingBlock(of:exclusive:plain:_:)``, which
+/// the witness needs (it counts a queue as held for each block of it on the thread's stack). (A
+/// plain read nested right in a block of its DB queue runs in no block of its own:
+/// `DBQueue.readInline`.)
 /// Inlined: with the sanitizer absent and the witness off each call is a load and a branch per
-/// primitive kind (the kind is a constant at every call site, so the switch folds away).
+/// primitive kind (the kind is a constant at every call site, so the switch folds away); a call
+/// that runs plain (``SlowPaths``, `plain` a constant true) has nothing to tell, and no check.
 @usableFromInline
 enum Acquisitions {
     /// What was acquired.
@@ -33,11 +36,12 @@ enum Acquisitions {
 
     /// The calling thread now holds `object`. For a condition lock, `call` names a call that may
     /// wait and took the lock without waiting, whose lock-order edges are recorded here (`nil`:
-    /// recorded on the way in, or none: a try form, a task's acquisition).
+    /// recorded on the way in, or none: a try form, a task's acquisition). `plain`: for a DB
+    /// queue or a queue (a condition lock's count of held locks is kept either way).
     @inlinable @inline(__always)
     static func acquired(
         _ object: AnyObject, _ kind: Kind, exclusive: Bool, recording call: StaticString? = nil,
-        deadline: UInt64 = MonotonicClock.forever
+        deadline: UInt64 = MonotonicClock.forever, plain: Bool = false
     ) {
         switch kind {
         case .conditionLock:
@@ -45,9 +49,9 @@ enum Acquisitions {
             qkshim_condlock_acquired()
             LockOrder.acquired(object, recording: call, deadline: deadline)
         case .dbQueue:
-            ThreadSanitizer.locked(object, shared: !exclusive)
+            if !plain { ThreadSanitizer.locked(object, shared: !exclusive) }
         case .queue:
-            if ThreadSanitizer.isPresent {
+            if !plain, ThreadSanitizer.isPresent {
                 ThreadSanitizer.lockChain(unsafeDowncast(object, to: Queue.self), exclusive: exclusive)
             }
         }
@@ -55,16 +59,16 @@ enum Acquisitions {
 
     /// The calling thread is about to release `object`, acquired as `acquired` said.
     @inlinable @inline(__always)
-    static func releasing(_ object: AnyObject, _ kind: Kind, exclusive: Bool) {
+    static func releasing(_ object: AnyObject, _ kind: Kind, exclusive: Bool, plain: Bool = false) {
         switch kind {
         case .conditionLock:
             ThreadSanitizer.conditionLockReleasing(object)
             qkshim_condlocks_held_decrement()
             LockOrder.released(object)
         case .dbQueue:
-            ThreadSanitizer.unlocking(object, shared: !exclusive)
+            if !plain { ThreadSanitizer.unlocking(object, shared: !exclusive) }
         case .queue:
-            if ThreadSanitizer.isPresent {
+            if !plain, ThreadSanitizer.isPresent {
                 ThreadSanitizer.unlockChain(unsafeDowncast(object, to: Queue.self), exclusive: exclusive)
             }
         }
@@ -74,8 +78,10 @@ enum Acquisitions {
     /// blocks of its identity queue), with the calling thread holding `queue` (`exclusive` or
     /// shared) and the queues it targets, for the lock-order witness while it is on.
     @inlinable @inline(__always)
-    static func holdingBlock<R, E: Error>(of queue: Queue, exclusive: Bool, _ body: () throws(E) -> R) throws(E) -> R {
-        if _slowPath(LockOrder.isOn) { return try LockOrder.holding(queue, exclusive: exclusive, body) }
+    static func holdingBlock<R, E: Error>(
+        of queue: Queue, exclusive: Bool, plain: Bool = false, _ body: () throws(E) -> R
+    ) throws(E) -> R {
+        if !plain, _slowPath(LockOrder.isOn) { return try LockOrder.holding(queue, exclusive: exclusive, body) }
         return try body()
     }
 

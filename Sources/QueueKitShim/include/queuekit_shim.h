@@ -17,13 +17,41 @@
 
 #define QKSHIM_TLS __attribute__((tls_model("initial-exec")))
 
-/* The innermost execution frame of the calling thread (see ExecutionFrame.swift). */
-extern __thread void *qkshim_tls_frame QKSHIM_TLS;
+/* The process-wide set-ups that take QueueKit's calls off their fast paths, a bit each in one
+ * byte: ThreadSanitizer to inform (set when the library is loaded), the lock-order witness on
+ * (set and cleared with its mode), a forked child (set by the fork's child handler, for good).
+ * The flags themselves stay where their owners keep them, for the general paths; a fast path
+ * that finds this byte 0 skips every check they call for with one load and one branch (SlowPaths
+ * in SlowPaths.swift). Hidden, so that the load is one instruction. */
+#define QKSHIM_SLOW_TSAN       1u
+#define QKSHIM_SLOW_LOCK_ORDER 2u
+#define QKSHIM_SLOW_FORKED     4u
+extern _Atomic uint8_t qkshim_slow_paths __attribute__((visibility("hidden")));
+static inline bool qkshim_slow_paths_off(void) {
+    return __atomic_load_n((uint8_t *)&qkshim_slow_paths, __ATOMIC_RELAXED) == 0;
+}
+/* Sets or clears `bit`; each bit has one writer at a time (its owner's set-up). */
+static inline void qkshim_slow_paths_change(uint8_t bit, bool on) {
+    if (on) {
+        __atomic_fetch_or((uint8_t *)&qkshim_slow_paths, bit, __ATOMIC_RELAXED);
+    } else {
+        __atomic_fetch_and((uint8_t *)&qkshim_slow_paths, (uint8_t)~bit, __ATOMIC_RELAXED);
+    }
+}
+
+/* The innermost execution frame of the calling thread (see ExecutionFrame.swift), and the
+ * condition lock whose test it runs (qkshim_testing_lock below): side by side, so that a fast
+ * path that reads both finds them through one thread-local offset. */
+typedef struct {
+    void *frame;
+    const void *testing;
+} qkshim_tls_calls_t;
+extern __thread qkshim_tls_calls_t qkshim_tls_calls QKSHIM_TLS;
 /* A small, non-zero number naming the calling thread; 0 until first asked. */
 extern __thread uint64_t qkshim_tls_thread_id QKSHIM_TLS;
 
 static inline void *qkshim_frame_get(void) {
-    return qkshim_tls_frame;
+    return qkshim_tls_calls.frame;
 }
 
 /* The frame that stands for the main thread being on the main queue (set once, never freed),
@@ -44,7 +72,7 @@ static inline void qkshim_main_released_set(void) {
     __atomic_store_n((bool *)&qkshim_main_released, true, __ATOMIC_RELEASE);
 }
 static inline void qkshim_frame_set(void *frame) {
-    qkshim_tls_frame = frame;
+    qkshim_tls_calls.frame = frame;
 }
 
 /* Assigns the calling thread its number (slow path of qkshim_thread_id). */
@@ -110,12 +138,11 @@ static inline void qkshim_condlocks_held_reset(void) {
 /* The condition lock whose test of its condition the calling thread is running right now (under
  * that lock's guard), NULL otherwise. While it is set, QueueKit calls made from the test refuse
  * (ConditionLock+Tests.swift, the C face's Handle). */
-extern __thread const void *qkshim_tls_testing QKSHIM_TLS;
 static inline const void *qkshim_testing_lock(void) {
-    return qkshim_tls_testing;
+    return qkshim_tls_calls.testing;
 }
 static inline void qkshim_testing_set(const void *lock) {
-    qkshim_tls_testing = lock;
+    qkshim_tls_calls.testing = lock;
 }
 
 /* The name of the symbol at or before `address` (dladdr), copied with strlcpy semantics into
@@ -202,6 +229,15 @@ int qkshim_futex_wait(uint32_t *word, uint32_t expected, uint64_t deadline_ns);
 
 /* Wakes up to `count` threads waiting on `word`; aborts, naming the errno, if the call fails. */
 void qkshim_futex_wake(uint32_t *word, int count);
+
+/* The handle tag of the DB queue: the type metadata of the core's DBQueue class, by its Swift
+ * symbol. The class is not generic, so its metadata is static, and its address is the first word
+ * of every DBQueue object: a link-time constant here, where Swift outside the core reaches it by a
+ * call of the metadata accessor. (A test checks that the two agree.) */
+extern const char qkshim_dbqueue_metadata __asm__("$s8QueueKit7DBQueueCN");
+static inline uintptr_t qkshim_dbqueue_tag(void) {
+    return (uintptr_t)&qkshim_dbqueue_metadata;
+}
 
 /* The handle tag of the C condition lock (the metadata address of ConditionLock<Int>), stored by
  * every qk_condlock_create before it returns a handle, so 0 only while no handle exists: the handle

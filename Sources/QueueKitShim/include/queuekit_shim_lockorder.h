@@ -14,19 +14,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "queuekit_shim.h"
+
 /* The witness's mode: 0 off, 1 report, 2 abort (the values of qk_lock_order_mode_t). Set from
- * QUEUEKIT_LOCK_ORDER when the library is loaded, then only by LockOrder.swift. A plain global,
- * so the off check on a fast path is one relaxed load and one branch. */
+ * QUEUEKIT_LOCK_ORDER when the library is loaded, then only by LockOrder.swift (one change at a
+ * time). A plain global, so the off check on a fast path is one relaxed load and one branch. The
+ * setter keeps the slow-paths byte's bit in step: set before the witness turns on, cleared after
+ * it turned off. */
 extern _Atomic uint8_t qkshim_lockorder_mode;
 static inline uint8_t qkshim_lockorder_mode_get(void) {
     return __atomic_load_n((uint8_t *)&qkshim_lockorder_mode, __ATOMIC_RELAXED);
 }
 static inline void qkshim_lockorder_mode_set(uint8_t mode) {
+    if (mode != 0) qkshim_slow_paths_change(QKSHIM_SLOW_LOCK_ORDER, true);
     __atomic_store_n((uint8_t *)&qkshim_lockorder_mode, mode, __ATOMIC_RELAXED);
-}
-static inline bool qkshim_lockorder_mode_exchange(uint8_t expected, uint8_t desired) {
-    return __atomic_compare_exchange_n((uint8_t *)&qkshim_lockorder_mode, &expected, desired, false,
-                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    if (mode == 0) qkshim_slow_paths_change(QKSHIM_SLOW_LOCK_ORDER, false);
 }
 
 /* Bumped whenever a cached edge may have become stale (a node forgotten, the graph dropped or

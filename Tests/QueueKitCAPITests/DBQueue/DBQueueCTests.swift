@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import Glibc
 import QueueKit
+import QueueKitShim
 import QueueKitTestSupport
 import Synchronization
 import Testing
@@ -273,6 +274,59 @@ struct DBQueueNestingTests {
             #expect(events.events == ["inner write"])
         }
         #expect(ok, "deadlocked")
+    }
+}
+
+// MARK: - The handle's tag
+
+@Suite("DB queue: handles")
+struct DBQueueHandleTests {
+    /// The C face's constant tag (the metadata's Swift symbol) is what DB queue objects carry.
+    @Test func theConstantTagIsTheClassMetadata() {
+        let metadata = UInt(bitPattern: unsafeBitCast(DBQueue.self, to: UnsafeRawPointer.self))
+        #expect(qkshim_dbqueue_tag() == metadata)
+        let db = CDBQueue("test.tag")
+        #expect(UnsafeRawPointer(db.raw).load(as: UInt.self) == metadata)
+        #expect(db.destroy() == 0)
+    }
+}
+
+// MARK: - Inside a test of a condition
+
+@Suite("DB queue: calls inside a test of a condition")
+struct DBQueueInsideATestTests {
+    /// What a test of a condition tried: the statuses of a read and a write of `db`, and whether
+    /// either ran its work.
+    final class Probe: @unchecked Sendable {
+        let db: OpaquePointer
+        var readStatus: Int32 = -1
+        var writeStatus: Int32 = -1
+        var ran = false
+        init(_ db: OpaquePointer) { self.db = db }
+    }
+
+    /// A read and a write from inside a test are EDEADLK and run nothing: outside any block of
+    /// the queue, and inside a read of it, where the read would otherwise run inline.
+    @Test(arguments: [false, true])
+    func readsAndWritesRefuse(insideARead: Bool) {
+        let f = DBFixture()
+        let lock = CLock(1)
+        let probe = Probe(f.db)
+        let test: qk_condition_test_t = { condition, context in
+            let probe = Unmanaged<Probe>.fromOpaque(context!).takeUnretainedValue()
+            probe.readStatus = dbRead(probe.db) { probe.ran = true }
+            probe.writeStatus = dbWrite(probe.db) { probe.ran = true }
+            return condition == 1
+        }
+        let tryLock = {
+            #expect(qk_condlock_trylock_if(lock.raw, test, Unmanaged.passUnretained(probe).toOpaque()) == 0)
+        }
+        if insideARead { expectStatus(0, dbRead(f.db, tryLock)) } else { tryLock() }
+        #expect(probe.readStatus == EDEADLK)
+        #expect(probe.writeStatus == EDEADLK)
+        #expect(!probe.ran)
+        #expect(lock.unlock() == 0)
+        #expect(lock.destroy() == 0)
     }
 }
 

@@ -138,6 +138,8 @@ extension LockOrderTests {
         #expect(qk_set_lock_order_mode(Int32(QK_LOCK_ORDER_OFF.rawValue)) == 0)
         #expect(qk_lock_order_mode() == Int32(QK_LOCK_ORDER_OFF.rawValue))
         #expect(Diagnostics.lockOrder == .off)
+        // Its bit of the slow paths goes with it (nothing else sets one in this process).
+        #expect(SlowPaths.areOff)
         let a = CLock("\(tag).a")
         let b = CLock("\(tag).b")
         defer {
@@ -160,6 +162,7 @@ extension LockOrderTests {
         // On again: an empty graph, so the first order alone reports nothing.
         Diagnostics.lockOrder = .report
         #expect(Diagnostics.lockOrder == .report)
+        #expect(!SlowPaths.areOff)
         onThread("lo-on") {
             #expect(b.lock() == 0)
             #expect(a.lock() == 0)

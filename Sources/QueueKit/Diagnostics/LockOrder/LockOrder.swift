@@ -112,7 +112,7 @@ package enum LockOrder {
 
     /// Runs `body`, a block of `queue` (run by any call, also inline), with the thread holding
     /// `queue` (`exclusive` or shared) and the queues it targets, while the witness is on
-    /// (``Acquisitions/holdingBlock(of:exclusive:_:)``). Out of line, so that the inlined run path
+    /// (``Acquisitions/holdingBlock(of:exclusive:plain:_:)``). Out of line, so that the inlined run path
     /// of every block gains only the mode check.
     @inlinable @inline(never)
     static func holding<R, E: Error>(_ queue: Queue, exclusive: Bool, _ body: () throws(E) -> R) throws(E) -> R {
