@@ -124,8 +124,8 @@ extension Queue {
 
     /// The common `perform` of the C API, before its handle is even checked: onto the queue whose
     /// block the calling thread runs innermost, held exclusively (a serial queue's block, a
-    /// barrier), with neither the sanitizer nor the lock-order witness to tell and no condition
-    /// test running. `handle` is then that queue (its frame proves it alive and of the right
+    /// barrier), with the slow paths off (no sanitizer or lock-order witness to tell, not a forked
+    /// child: ``SlowPaths``) and no condition test running. `handle` is then that queue (its frame proves it alive and of the right
     /// type), and `function(context)` runs inline in a new frame: what `performRoute` would
     /// decide, and what ``ExecutionContext/run(on:exclusive:outer:_:)`` would do, without the
     /// checks that cannot apply. False, having done nothing, for every other case.
@@ -137,7 +137,7 @@ extension Queue {
         let caller = UnsafePointer(frame.assumingMemoryBound(to: ExecutionFrame.self))
         let queue = caller.pointee.running
         guard UnsafeRawPointer(queue.toOpaque()) == handle, caller.pointee.isExclusive,
-            qkshim_tsan_mode == 0, !LockOrder.isOn, qkshim_testing_lock() == nil, !qkshim_is_forked_child(),
+            SlowPaths.areOff, qkshim_testing_lock() == nil,
             queue._withUnsafeGuaranteedRef({ $0.dispatchObject != nil })
         else { return false }
         var inner = ExecutionFrame(running: queue, isExclusive: true, outer: caller)
