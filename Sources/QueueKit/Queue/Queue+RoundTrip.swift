@@ -124,11 +124,12 @@ extension Queue {
 
     /// The common `perform` of the C API, before its handle is even checked: onto the queue whose
     /// block the calling thread runs innermost, held exclusively (a serial queue's block, a
-    /// barrier), with the slow paths off (no sanitizer or lock-order witness to tell, not a forked
-    /// child: ``SlowPaths``) and no condition test running. `handle` is then that queue (its frame proves it alive and of the right
-    /// type), and `function(context)` runs inline in a new frame: what `performRoute` would
-    /// decide, and what ``ExecutionContext/run(on:exclusive:outer:_:)`` would do, without the
-    /// checks that cannot apply. False, having done nothing, for every other case.
+    /// barrier), with the slow paths off (no sanitizer or lock-order witness to tell, not a
+    /// forked child: ``SlowPaths``) and no condition test running. `handle` is then that queue
+    /// (its frame proves it alive and of the right type), and `function(context)` runs inline in
+    /// a new frame: what `performRoute` would decide, and what
+    /// ``ExecutionContext/run(on:exclusive:outer:_:)`` would do, without the checks that cannot
+    /// apply. False, having done nothing, for every other case.
     @inlinable @inline(__always)
     package static func performInline(
         _ handle: UnsafeRawPointer, _ context: UnsafeMutableRawPointer?, _ function: CWorkFunction
