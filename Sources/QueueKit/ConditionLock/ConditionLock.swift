@@ -51,7 +51,9 @@ enum StateBit {
 /// - **Spin, then queue, then sleep.** A thread that cannot take the lock first spins on the
 ///   lock's own line while nobody is queued, for as long as spinning succeeded on this lock
 ///   lately, and takes the lock as a newcomer when a release lets it in (see
-///   `ConditionLock+Spinning.swift`). Then it queues and polls its own word for a bounded time
+///   `ConditionLock+Spinning.swift`); a waiter for a value that a plain condition's mirrored bits
+///   rule out does not even look under the guard, and a holder that was handed the lock asleep is
+///   spun through, not queued behind. Then it queues and polls its own word for a bounded time
 ///   (`Parker.spinBudget`, 12 µs): the first waiter in the queue polls hot for 2 µs unless it
 ///   spun already, then every waiter yields its CPU between polls; then it sleeps in the kernel.
 ///   A two-thread ping-pong thus costs a few atomic steps per hand-off instead of two system
@@ -134,8 +136,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     // The words of a hand-off, declared together so that they lie together, right after the
     // object's header: the state word, the count of releases beside it (which a spinning acquirer
-    // watches: the two share their 16 bytes, so one cache line), the owner and the condition (all
-    // four within 32 bytes, one line unless the object's placement splits them).
+    // watches: the two share their 16 bytes, so one cache line), the owner, the counters every
+    // holder writes and the condition (48 bytes: one line or two, as the object's 16-byte
+    // placement falls).
     @usableFromInline let state = Atomic<UInt>(0)
     /// Releases that went through the guard (each may leave a new condition), counted under the
     /// guard: what a spinning acquirer watches.
