@@ -175,7 +175,9 @@ extension DeadlockTests {
         let length = qk_copy_wait_report(nil, 0)
         #expect(length > 0)
         var small = [CChar](repeating: 1, count: 8)
-        #expect(qk_copy_wait_report(&small, 8) >= length)
+        // The whole report's length, not the copy's: more than fits. (Not `length` itself: the
+        // report is read anew, its durations grow and other tests' waits come and go.)
+        #expect(qk_copy_wait_report(&small, 8) > 8)
         #expect(small[7] == 0)
         var buffer = [CChar](repeating: 0, count: 4096)
         _ = qk_copy_wait_report(&buffer, buffer.count)
