@@ -221,3 +221,41 @@ qkb_sample_t qkb_spin_pingpong(uint64_t rounds) {
     uint64_t elapsed = qkb_run_threads(2, spin_thread, &s);
     return sample(elapsed, rounds, -1, -1);
 }
+
+/* The floor of a lock: the same alternation through the least a lock with a condition can do. A
+ * thread takes a free lock whose value is its own with one compare-and-swap, sets the other's
+ * value and frees it with a store; a waiter spins on the word and the value. Each hand-off moves
+ * the line twice (the taker's read, then its compare-and-swap), where the flag moves it once. */
+typedef struct {
+    _Atomic int held;
+    _Atomic int value;
+    uint64_t rounds;
+} bare_lock_t;
+
+static void bare_lock_thread(void *context, int index) {
+    bare_lock_t *l = context;
+    for (uint64_t r = 0; r < l->rounds; r++) {
+        for (;;) {
+            if (atomic_load_explicit(&l->held, memory_order_relaxed) == 0
+                && atomic_load_explicit(&l->value, memory_order_relaxed) == index) {
+                int expected = 0;
+                if (atomic_compare_exchange_weak_explicit(&l->held, &expected, 1, memory_order_acquire,
+                                                          memory_order_relaxed)) {
+                    if (atomic_load_explicit(&l->value, memory_order_relaxed) == index) break;
+                    atomic_store_explicit(&l->held, 0, memory_order_release);
+                }
+            }
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        }
+        atomic_store_explicit(&l->value, 1 - index, memory_order_relaxed);
+        atomic_store_explicit(&l->held, 0, memory_order_release);
+    }
+}
+
+qkb_sample_t qkb_bare_lock_pingpong(uint64_t rounds) {
+    bare_lock_t l = {.held = 0, .value = 0, .rounds = rounds};
+    uint64_t elapsed = qkb_run_threads(2, bare_lock_thread, &l);
+    return sample(elapsed, rounds, -1, -1);
+}

@@ -144,6 +144,7 @@ enum Catalog {
             FoundationAnchors.with { qkb_pingpong($0, n) }
         }
         add(pingPong, spinFloor, unit: "round", 40_000) { qkb_spin_pingpong($0) }
+        add(pingPong, bareLockFloor, unit: "round", 40_000) { qkb_bare_lock_pingpong($0) }
 
         for k in [4, 8, 32] {
             let chain = "chain of \(k) threads"
@@ -397,6 +398,8 @@ enum Catalog {
     }
 
     static let spinFloor = "two threads spinning on one flag (the floor)"
+    /// The least a lock with a condition can do: a compare-and-swap to take, a store to free.
+    static let bareLockFloor = "a bare compare-and-swap lock with a value (a lock's floor)"
     static let testChain = "hand-off on a test, 4 threads with different tests"
     /// The anchor name of the ping-pong's 90th percentile against the floor's.
     static let spinFloorP90 = "the floor, 90th percentile of both"

@@ -98,6 +98,8 @@ qkb_sample_t qkb_pt_semaphore(int pairs, uint64_t items);
 /** The floor of a hand-off between two threads: they alternate one atomic flag, spinning; per
  *  round (two hand-offs). */
 qkb_sample_t qkb_spin_pingpong(uint64_t rounds);
+/* Two threads alternating a bare compare-and-swap lock that carries a value (a lock's floor). */
+qkb_sample_t qkb_bare_lock_pingpong(uint64_t rounds);
 
 /* ---- DB queue ------------------------------------------------------------------------------ */
 
