@@ -53,11 +53,13 @@ extension ConditionLock {
                 unboundedSpins.load(ordering: .relaxed) > 0
                 && unboundedSpins.subtract(1, ordering: .relaxed).oldValue > 0
             let limit = unbounded ? UInt32.max : spinLimit
+            let ceiling = unbounded ? UInt32.max : SpinLimits.wakingCeiling
             let yields = unbounded
             spinningThreads.add(1, ordering: .relaxed)
             defer { spinningThreads.subtract(1, ordering: .relaxed) }
         #else
             let limit = spinLimit
+            let ceiling = SpinLimits.wakingCeiling
         #endif
         let timed = deadline != MonotonicClock.forever
         var seen = releases.load(ordering: .relaxed)
@@ -67,7 +69,7 @@ extension ConditionLock {
         var polls: UInt32 = 0
         // Polls made while the holder was waking up, which say nothing of how long holders hold.
         var wakingPolls: UInt32 = 0
-        while polls &- wakingPolls < limit && polls < SpinLimits.wakingCeiling {
+        while polls &- wakingPolls < limit && polls < ceiling {
             polls &+= 1
             #if QUEUEKIT_TESTING
                 if yields { sched_yield() } else { qkshim_cpu_relax() }
