@@ -105,8 +105,9 @@ public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> I
     {
         return 0
     }
+    // Not `lock(whenCondition:call:)`, which would try the uncontended path a second time.
     return acquisitionStatus(lock) { lock throws(QueueKitError) in
-        try lock.lock(whenCondition: condition, call: "qk_condlock_lock_when")
+        try lock.lock(whenCondition: condition, before: MonotonicClock.forever, call: "qk_condlock_lock_when")
     }
 }
 

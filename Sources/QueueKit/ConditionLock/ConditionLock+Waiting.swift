@@ -269,7 +269,6 @@ extension ConditionLock {
     @usableFromInline
     func release(setting newValue: Condition?, news: News) {
         acquireGuard()
-        releases.store(releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         switch news {
         case .clear:
             if state.load(ordering: .relaxed) & StateBit.abandoned != 0 {
@@ -283,11 +282,19 @@ extension ConditionLock {
             abandonmentCount.add(1, ordering: .relaxed)
             state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
         }
+        recordRelease(setting: newValue)
+        passOn(held: true)
+    }
+
+    /// What every release does under the guard, the fast one too: counts itself (what spinners
+    /// watch) and sets the condition, if it changes it, with its mirrored bits.
+    @inline(__always)
+    func recordRelease(setting newValue: Condition?) {
+        releases.store(releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if let newValue {
             value = newValue
             publishConditionBits()
         }
-        passOn(held: true)
     }
 
     /// The first queued waiter that the current state satisfies (the caller holds the guard).

@@ -344,9 +344,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
                 expected: StateBit.locked, desired: StateBit.locked | StateBit.guarded, ordering: .acquiring
             ).exchanged)
         {
-            releases.store(releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
-            value = condition
-            publishConditionBits()
+            recordRelease(setting: condition)
             state.store(0, ordering: .releasing)
             return true
         }
