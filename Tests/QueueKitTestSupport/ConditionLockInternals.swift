@@ -40,6 +40,13 @@ extension ConditionLock {
     /// Whether the holder was handed the lock while it slept (spinners then spin through its
     /// wake-up).
     package var holderWasHandedAsleep: Bool {
-        state.load(ordering: .relaxed) & StateBit.handedToSleeper != 0
+        line.pointee.state.load(ordering: .relaxed) & StateBit.handedToSleeper != 0
     }
+}
+
+extension ConditionLock {
+    /// The address of the lock's hand-off line (its hot words), and whether the condition lives in
+    /// that line's bits.
+    package var handOffLineAddress: UInt { UInt(bitPattern: line) }
+    package static var conditionIsInTheLine: Bool { mirrorsCondition }
 }

@@ -9,7 +9,7 @@ import Synchronization
 // MARK: What the deadlock detector sees
 
 extension ConditionLock: InspectableLock {
-    var holderNumber: UInt64 { owner.load(ordering: .relaxed) }
+    var holderNumber: UInt64 { line.pointee.owner.load(ordering: .relaxed) }
 
     var diagnosticName: String {
         let name = self.name

@@ -35,7 +35,7 @@ extension ConditionLock {
     @discardableResult
     func releaseGuard(_ change: LockChange, handedToSleeper: Bool? = nil) -> Bool {
         let queued = head == nil ? 0 : StateBit.queued
-        var current = state.load(ordering: .relaxed)
+        var current = line.pointee.state.load(ordering: .relaxed)
         // A held lock's word changes only under its guard (every other write is a compare-and-swap
         // that expects the guard or the locked bit clear): a store releases it, no second atomic
         // read-modify-write on the way out of a release or a queuing.
@@ -43,7 +43,7 @@ extension ConditionLock {
             var desired = (current & ~(StateBit.guarded | StateBit.queued)) | queued
             if change == .drop { desired &= ~(StateBit.locked | StateBit.handedToSleeper) }
             desired = marking(desired, handedToSleeper: handedToSleeper)
-            state.store(desired, ordering: .releasing)
+            line.pointee.state.store(desired, ordering: .releasing)
             return true
         }
         while true {
@@ -58,7 +58,7 @@ extension ConditionLock {
                 desired &= ~(StateBit.locked | StateBit.handedToSleeper)
             }
             desired = marking(desired, handedToSleeper: handedToSleeper)
-            let (exchanged, now) = state.compareExchange(
+            let (exchanged, now) = line.pointee.state.compareExchange(
                 expected: current, desired: desired,
                 successOrdering: .acquiringAndReleasing, failureOrdering: .relaxed)
             if exchanged { return true }

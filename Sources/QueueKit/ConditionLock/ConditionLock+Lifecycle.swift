@@ -10,9 +10,9 @@ extension ConditionLock {
     // MARK: Threads that die, processes that fork (see Lifecycle.swift)
 
     func abandon(heldBy thread: UInt64) {
-        guard owner.load(ordering: .relaxed) == thread else { return }
+        guard line.pointee.owner.load(ordering: .relaxed) == thread else { return }
         Acquisitions.abandoning(self) // on the exiting holder's own thread
-        owner.store(0, ordering: .relaxed)
+        line.pointee.owner.store(0, ordering: .relaxed)
         release(setting: nil, news: .abandon(by: thread))
     }
 
@@ -30,12 +30,12 @@ extension ConditionLock {
         // The queued waiters were other threads, parked on their own stacks: gone.
         head = nil
         tail = nil
-        let holder = owner.load(ordering: .relaxed)
-        if state.load(ordering: .relaxed) & StateBit.locked != 0 && holder != survivor {
-            owner.store(0, ordering: .relaxed)
+        let holder = line.pointee.owner.load(ordering: .relaxed)
+        if line.pointee.state.load(ordering: .relaxed) & StateBit.locked != 0 && holder != survivor {
+            line.pointee.owner.store(0, ordering: .relaxed)
             abandoner.store(holder, ordering: .relaxed)
             abandonmentCount.add(1, ordering: .relaxed)
-            state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
+            line.pointee.state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
             releaseGuard(.drop)
         } else {
             releaseGuard(.keep)

@@ -100,10 +100,10 @@ extension ConditionLock {
     /// Counters since creation. Thread-safe.
     public var stats: Stats {
         var stats = Stats()
-        stats.acquisitions = acquisitionCount.load(ordering: .relaxed)
-        stats.contended = contendedCount.load(ordering: .relaxed)
+        stats.acquisitions = line.pointee.acquisitionCount.load(ordering: .relaxed)
+        stats.contended = line.pointee.contendedCount.load(ordering: .relaxed)
         let futile = futileCount.load(ordering: .relaxed)
-        stats.wakeups = handOffCount.load(ordering: .relaxed) &+ futile
+        stats.wakeups = line.pointee.handOffCount.load(ordering: .relaxed) &+ futile
         stats.futileWakeups = futile
         stats.timeouts = timeoutCount.load(ordering: .relaxed)
         stats.abandonments = abandonmentCount.load(ordering: .relaxed)
@@ -127,13 +127,13 @@ extension ConditionLock {
     #endif
 
     /// Whether some thread holds the lock right now (a snapshot). Thread-safe.
-    public var isLocked: Bool { state.load(ordering: .relaxed) & StateBit.locked != 0 }
+    public var isLocked: Bool { line.pointee.state.load(ordering: .relaxed) & StateBit.locked != 0 }
 
     /// Whether the calling thread holds the lock: for assertions, and for layers that must refuse
     /// a call from a thread that does not hold it before they act. Changes nothing, counts
     /// nothing, never waits. Thread-safe.
     @inlinable
-    public var isHeldByCurrentThread: Bool { owner.load(ordering: .relaxed) == qkshim_thread_id() }
+    public var isHeldByCurrentThread: Bool { line.pointee.owner.load(ordering: .relaxed) == qkshim_thread_id() }
 
     /// Whether the calling thread holds the lock and the holder before it exited holding it (or
     /// did not survive a fork): the data the lock guards may be half-updated. True from the
@@ -141,8 +141,8 @@ extension ConditionLock {
     /// Thread-safe; `false` on threads that do not hold the lock.
     @inlinable
     public var previousOwnerDied: Bool {
-        state.load(ordering: .acquiring) & StateBit.abandoned != 0
-            && owner.load(ordering: .relaxed) == qkshim_thread_id()
+        line.pointee.state.load(ordering: .acquiring) & StateBit.abandoned != 0
+            && line.pointee.owner.load(ordering: .relaxed) == qkshim_thread_id()
     }
 
     /// The number (`qkshim_thread_id()`, as reports name threads) of the thread that exited
@@ -151,14 +151,14 @@ extension ConditionLock {
     /// is unknown (it died at a fork in the instant between taking the lock and recording itself).
     /// For wait reports. Thread-safe.
     var abandonedBy: UInt64? {
-        guard state.load(ordering: .acquiring) & StateBit.abandoned != 0 else { return nil }
+        guard line.pointee.state.load(ordering: .acquiring) & StateBit.abandoned != 0 else { return nil }
         let thread = abandoner.load(ordering: .relaxed)
         return thread == 0 ? nil : thread
     }
 
     /// The number of the holding thread, `nil` when free (a snapshot, for wait reports).
     var holder: UInt64? {
-        let thread = owner.load(ordering: .relaxed)
+        let thread = line.pointee.owner.load(ordering: .relaxed)
         return thread == 0 ? nil : thread
     }
 
@@ -168,8 +168,8 @@ extension ConditionLock {
     /// it: the first step of destroying it. False when it is in use.
     /// An abandoned lock nobody holds or waits for is idle too.
     package func retireIfIdle() -> Bool {
-        state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged
-            || state.compareExchange(
+        line.pointee.state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged
+            || line.pointee.state.compareExchange(
                 expected: StateBit.abandoned, desired: StateBit.locked, ordering: .acquiring
             ).exchanged
     }

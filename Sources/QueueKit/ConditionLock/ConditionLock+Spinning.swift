@@ -37,7 +37,7 @@ extension ConditionLock {
 
     /// The polls the next spin may make.
     var spinLimit: UInt32 {
-        let limit = UInt64(SpinLimits.floor) + 2 * UInt64(spinEstimate.load(ordering: .relaxed))
+        let limit = UInt64(SpinLimits.floor) + 2 * UInt64(line.pointee.spinEstimate.load(ordering: .relaxed))
         return UInt32(min(UInt64(SpinLimits.ceiling), limit))
     }
 
@@ -62,7 +62,7 @@ extension ConditionLock {
             let ceiling = SpinLimits.wakingCeiling
         #endif
         let timed = deadline != MonotonicClock.forever
-        var seen = releases.load(ordering: .relaxed)
+        var seen = line.pointee.releases.load(ordering: .relaxed)
         // Whether the lock was seen held since the last look at the condition: its release may
         // have left a new condition, or the same one on a free lock.
         var sawHeld = false
@@ -76,13 +76,13 @@ extension ConditionLock {
             #else
                 qkshim_cpu_relax()
             #endif
-            let word = state.load(ordering: .acquiring)
+            let word = line.pointee.state.load(ordering: .acquiring)
             if word & StateBit.queued != 0 { break }
             if word & (StateBit.locked | StateBit.guarded) != 0 {
                 sawHeld = true
                 if word & StateBit.handedToSleeper != 0 { wakingPolls &+= 1 }
             } else {
-                let released = releases.load(ordering: .relaxed)
+                let released = line.pointee.releases.load(ordering: .relaxed)
                 if sawHeld || released != seen {
                     if mayHold(wanted) && takeIfSatisfied(wanted) {
                         learnSpin(succeededAfter: polls &- wakingPolls)
@@ -98,29 +98,6 @@ extension ConditionLock {
         return false
     }
 
-    // MARK: The condition's bits
-
-    /// Whether ``conditionBits`` mirrors the condition: a plain value (no references) of at most
-    /// 8 bytes, as `intptr_t` is for the C API.
-    static var mirrorsCondition: Bool { _isPOD(Condition.self) && MemoryLayout<Condition>.size <= 8 }
-
-    /// The bits of `condition`, zero-extended (0 when the condition is not mirrored).
-    @inline(__always)
-    static func bits(of condition: Condition) -> UInt64 {
-        guard mirrorsCondition else { return 0 }
-        var bits: UInt64 = 0
-        withUnsafeMutableBytes(of: &bits) { target in
-            withUnsafeBytes(of: condition) { target.copyMemory(from: $0) }
-        }
-        return bits
-    }
-
-    /// Mirrors a new condition (the caller holds the guard and has just set ``value``).
-    @inline(__always)
-    func publishConditionBits() {
-        if Self.mirrorsCondition { conditionBits.store(Self.bits(of: value), ordering: .relaxed) }
-    }
-
     /// Whether the condition may satisfy `wanted`, read without the guard: false only for a wait
     /// for one value whose bits differ from the condition's. A hint, to spare a look under the
     /// guard (a write of the lock's line) that would find the wrong value: a waiter that gets it
@@ -131,7 +108,7 @@ extension ConditionLock {
     @inline(__always)
     func mayHold(_ wanted: Wanted) -> Bool {
         guard Self.mirrorsCondition, case .value(let condition) = wanted else { return true }
-        return Self.bits(of: condition) == conditionBits.load(ordering: .relaxed)
+        return Self.bits(of: condition) == line.pointee.conditionBits.load(ordering: .relaxed)
     }
 
     /// Takes the lock if it is free and its state satisfies `wanted` (a plain lock: if it is free).
@@ -143,15 +120,15 @@ extension ConditionLock {
     @inline(__always)
     func takeIfSatisfied(_ wanted: Wanted) -> Bool {
         if wanted.isAny { return takeIfFree() }
-        var word = state.load(ordering: .relaxed)
+        var word = line.pointee.state.load(ordering: .relaxed)
         while true {
             if word & (StateBit.locked | StateBit.queued) != 0 { return false }
             if word & StateBit.guarded != 0 {
                 qkshim_cpu_relax()
-                word = state.load(ordering: .relaxed)
+                word = line.pointee.state.load(ordering: .relaxed)
                 continue
             }
-            let (exchanged, now) = state.compareExchange(
+            let (exchanged, now) = line.pointee.state.compareExchange(
                 expected: word, desired: word | StateBit.guarded,
                 successOrdering: .acquiring, failureOrdering: .relaxed)
             if exchanged { break }
@@ -166,13 +143,13 @@ extension ConditionLock {
     /// gave up. Racy by design: concurrent updates may lose one another, which only blurs a hint.
     @inline(__always)
     func learnSpin(succeededAfter polls: UInt32?) {
-        let estimate = spinEstimate.load(ordering: .relaxed)
+        let estimate = line.pointee.spinEstimate.load(ordering: .relaxed)
         let next: UInt32
         if let polls {
             next = polls >= estimate ? estimate &+ (polls &- estimate) / 8 : estimate &- (estimate &- polls) / 8
         } else {
             next = estimate / 2
         }
-        if next != estimate { spinEstimate.store(next, ordering: .relaxed) }
+        if next != estimate { line.pointee.spinEstimate.store(next, ordering: .relaxed) }
     }
 }

@@ -16,7 +16,7 @@ extension ConditionLock {
     /// in `takeOrQueue`), keeping its place in line when someone took it first.
     func acquireSuspending(wanted: Wanted, call: StaticString, isolation: isolated (any Actor)?) async throws {
         try Task.checkCancellation()
-        if owner.load(ordering: .relaxed) == qkshim_thread_id() { throw QueueKitError.wouldDeadlock }
+        if line.pointee.owner.load(ordering: .relaxed) == qkshim_thread_id() { throw QueueKitError.wouldDeadlock }
         if wanted.isAny ? acquireIfIdle() : tryTake(wanted: wanted) { return }
 
         let record = SuspendedWaiter(call: call, object: self, wanted: wanted.reportValue)

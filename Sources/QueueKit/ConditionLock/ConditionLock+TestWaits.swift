@@ -117,7 +117,7 @@ extension ConditionLock {
         until test: (Condition) -> Bool, identity: ConditionTestIdentity?, deadline: UInt64, call: StaticString
     ) throws(QueueKitError) -> Bool {
         let me = qkshim_thread_id()
-        guard owner.load(ordering: .relaxed) == me else { throw .notPermitted }
+        guard line.pointee.owner.load(ordering: .relaxed) == me else { throw .notPermitted }
         // It may wait to take the lock back: an edge from everything else the thread holds.
         guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else { throw .wouldDeadlock }
         let step: AwaitStep = withoutActuallyEscaping(test) { test in
@@ -143,7 +143,7 @@ extension ConditionLock {
                     append(node)
                     releaseGuard(.keep)
                     Acquisitions.releasing(self, .conditionLock, exclusive: true)
-                    owner.store(0, ordering: .relaxed)
+                    line.pointee.owner.store(0, ordering: .relaxed)
                     release(setting: nil, news: .clear)
                     return .waited(waitForHandOff(node, first: first, until: deadline, call: call))
                 }

@@ -15,7 +15,7 @@ extension ConditionLock {
     @inline(__always)
     @inlinable
     package func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
-        guard state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
+        guard line.pointee.state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
             return false
         }
         didAcquire(by: qkshim_thread_id(), waited: false, recording: call, deadline: deadline)
@@ -28,7 +28,7 @@ extension ConditionLock {
     /// answers.
     package func acquireIfIdle(when condition: Condition, recording call: StaticString) -> Bool {
         guard mayHold(.value(condition)),
-            state.compareExchange(expected: 0, desired: StateBit.guarded, ordering: .acquiring).exchanged
+            line.pointee.state.compareExchange(expected: 0, desired: StateBit.guarded, ordering: .acquiring).exchanged
         else {
             return false
         }
@@ -36,7 +36,7 @@ extension ConditionLock {
         // one step, which fails only when a plain lock took the lock meanwhile.
         guard
             value == condition
-                && state.compareExchange(
+                && line.pointee.state.compareExchange(
                     expected: StateBit.guarded, desired: StateBit.locked, ordering: .acquiringAndReleasing
                 ).exchanged
         else {
@@ -55,11 +55,11 @@ extension ConditionLock {
         by thread: UInt64, waited: Bool, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever
     ) {
         Acquisitions.acquired(self, .conditionLock, exclusive: true, recording: call, deadline: deadline)
-        owner.store(thread, ordering: .relaxed)
-        acquisitionCount.store(acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        line.pointee.owner.store(thread, ordering: .relaxed)
+        line.pointee.acquisitionCount.store(line.pointee.acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
-            contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
-            handOffCount.store(handOffCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            line.pointee.contendedCount.store(line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            line.pointee.handOffCount.store(line.pointee.handOffCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         }
     }
 
@@ -71,7 +71,7 @@ extension ConditionLock {
     @usableFromInline
     func acquire(wanted: Wanted, deadline: UInt64, isTry: Bool, call: StaticString) throws(QueueKitError) {
         let me = qkshim_thread_id()
-        if owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
+        if line.pointee.owner.load(ordering: .relaxed) == me { throw isTry ? .busy : .wouldDeadlock }
         if !isTry {
             guard LockOrder.willWait(for: self, .exclusive, call: call, deadline: deadline) else {
                 throw .wouldDeadlock
@@ -87,13 +87,13 @@ extension ConditionLock {
         // A wait on the condition of a held lock that nobody queues for spins at once, without
         // taking the guard: the line stays with the holder until its release.
         var spun = false
-        if !wanted.isAny && !isTry, case let word = state.load(ordering: .acquiring), word & StateBit.queued == 0,
+        if !wanted.isAny && !isTry, case let word = line.pointee.state.load(ordering: .acquiring), word & StateBit.queued == 0,
             word & StateBit.locked != 0 || !mayHold(wanted),
             deadline == MonotonicClock.forever || deadline > MonotonicClock.now()
         {
             if spinForRelease(wanted, deadline: deadline) {
                 didAcquire(by: me, waited: false)
-                contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+                line.pointee.contendedCount.store(line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
                 return
             }
             spun = true
@@ -113,7 +113,7 @@ extension ConditionLock {
             releaseGuard(.keep)
             if spinForRelease(wanted, deadline: deadline) {
                 didAcquire(by: me, waited: false)
-                contendedCount.store(contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+                line.pointee.contendedCount.store(line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
                 return
             }
             // A release may have come after the spin's last look: look again before queuing.
@@ -168,9 +168,9 @@ extension ConditionLock {
     /// before, or `nil` (nothing changed) when `bit` was set.
     @inline(__always)
     func setIfClear(_ bit: UInt) -> UInt? {
-        var current = state.load(ordering: .relaxed)
+        var current = line.pointee.state.load(ordering: .relaxed)
         while current & bit == 0 {
-            let (exchanged, now) = state.compareExchange(
+            let (exchanged, now) = line.pointee.state.compareExchange(
                 expected: current, desired: current | bit,
                 successOrdering: .acquiring, failureOrdering: .relaxed)
             if exchanged { return current }
@@ -211,7 +211,7 @@ extension ConditionLock {
             if let refusal = WaitRegistry.enter(
                 record, call: call, target: target, deadline: deadline, frame: ExecutionContext.innermost,
                 refusable: deadline == MonotonicClock.forever,
-                holderMayWait: { WaitRegistry.ownerMayWait(owner.load(ordering: .relaxed), me: record) })
+                holderMayWait: { WaitRegistry.ownerMayWait(line.pointee.owner.load(ordering: .relaxed), me: record) })
             {
                 // Refused (the wait is already withdrawn). A release may have handed us the lock
                 // meanwhile: settled under the guard, as a timeout is. Then the ring was no ring.
@@ -257,9 +257,9 @@ extension ConditionLock {
     @inline(__always)
     @inlinable
     func relinquishIfHeld() -> Bool {
-        guard owner.load(ordering: .relaxed) == qkshim_thread_id() else { return false }
+        guard line.pointee.owner.load(ordering: .relaxed) == qkshim_thread_id() else { return false }
         Acquisitions.releasing(self, .conditionLock, exclusive: true)
-        owner.store(0, ordering: .relaxed)
+        line.pointee.owner.store(0, ordering: .relaxed)
         return true
     }
 
@@ -271,16 +271,16 @@ extension ConditionLock {
         acquireGuard()
         switch news {
         case .clear:
-            if state.load(ordering: .relaxed) & StateBit.abandoned != 0 {
+            if line.pointee.state.load(ordering: .relaxed) & StateBit.abandoned != 0 {
                 abandoner.store(0, ordering: .relaxed)
-                state.bitwiseAnd(~StateBit.abandoned, ordering: .relaxed)
+                line.pointee.state.bitwiseAnd(~StateBit.abandoned, ordering: .relaxed)
             }
         case .keep:
             break
         case .abandon(let thread):
             abandoner.store(thread, ordering: .relaxed)
             abandonmentCount.add(1, ordering: .relaxed)
-            state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
+            line.pointee.state.bitwiseOr(StateBit.abandoned, ordering: .relaxed)
         }
         recordRelease(setting: newValue)
         passOn(held: true)
@@ -290,10 +290,9 @@ extension ConditionLock {
     /// watch) and sets the condition, if it changes it, with its mirrored bits.
     @inline(__always)
     func recordRelease(setting newValue: Condition?) {
-        releases.store(releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        line.pointee.releases.store(line.pointee.releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if let newValue {
             value = newValue
-            publishConditionBits()
         }
     }
 
@@ -318,7 +317,7 @@ extension ConditionLock {
     /// left free. `held`: the caller holds the lock (a release); otherwise the lock is free or
     /// held by someone else (who will pass it on at its release).
     func passOn(held: Bool) {
-        if !held && state.load(ordering: .relaxed) & StateBit.locked != 0 {
+        if !held && line.pointee.state.load(ordering: .relaxed) & StateBit.locked != 0 {
             releaseGuard(.keep)
             return
         }
@@ -337,7 +336,7 @@ extension ConditionLock {
             return
         }
         unlink(chosen)
-        owner.store(chosen.pointee.threadID, ordering: .relaxed)
+        line.pointee.owner.store(chosen.pointee.threadID, ordering: .relaxed)
         // Setting the word is the hand-off; from here on `chosen` may be gone.
         let parker = chosen.pointee.parker!
         let word = parker.word

@@ -134,31 +134,12 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         case abandon(by: UInt64)
     }
 
-    // The words of a hand-off, declared together so that they lie together, right after the
-    // object's header: the state word, the count of releases beside it (which a spinning acquirer
-    // watches: the two share their 16 bytes, so one cache line), the owner, the counters every
-    // holder writes and the condition (48 bytes: one line or two, as the object's 16-byte
-    // placement falls).
-    @usableFromInline let state = Atomic<UInt>(0)
-    /// Releases that went through the guard (each may leave a new condition), counted under the
-    /// guard: what a spinning acquirer watches.
-    let releases = Atomic<UInt32>(0)
-    /// How many polls spinning acquirers needed lately (see `ConditionLock+Spinning.swift`).
-    let spinEstimate = Atomic<UInt32>(SpinLimits.initialEstimate)
-    /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
-    /// releasing thread on a hand-off (before the new owner resumes).
-    @usableFromInline let owner = Atomic<UInt64>(0)
-    // Written only by the thread that holds the lock (a plain load and store, no read-modify-write
-    // on the fast path); readable by anyone. Beside the owner, because every holder writes them:
-    // on a line of their own they would move between CPUs on every hand-off.
-    @usableFromInline let acquisitionCount = Atomic<UInt64>(0)
-    @usableFromInline let contendedCount = Atomic<UInt64>(0)
+    /// The words of a hand-off (see ``HandOffLine``), on a cache line of their own.
+    @usableFromInline let line: UnsafeMutablePointer<HandOffLine>
     // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
-    // would only add cost to every hand-off.)
-    @exclusivity(unchecked) var value: Condition
-    /// The condition's bits when it is a plain value of at most 8 bytes (see ``mayHold(_:)``),
-    /// written under the guard with every change of the condition.
-    let conditionBits = Atomic<UInt64>(0)
+    // would only add cost to every hand-off.) The condition when it is not mirrored in the line's
+    // bits (see ``value``); for a mirrored one, the initial condition, never read again.
+    @exclusivity(unchecked) var storedValue: Condition
     #if QUEUEKIT_TESTING
         /// Test seam: spins that ignore their limit (each spin that starts takes one while any are
         /// left), and the threads spinning now.
@@ -169,7 +150,6 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @exclusivity(unchecked) var head: UnsafeMutablePointer<Waiter>? = nil
     @exclusivity(unchecked) var tail: UnsafeMutablePointer<Waiter>? = nil
 
-    @usableFromInline let handOffCount = Atomic<UInt64>(0)
     // Written by threads that do not hold the lock.
     let futileCount = Atomic<UInt64>(0)
     let timeoutCount = Atomic<UInt64>(0)
@@ -189,8 +169,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     ///   - condition: the initial condition.
     ///   - name: a name for diagnostics (see ``name``).
     public init(condition: Condition, name: String? = nil) {
-        self.value = condition
-        publishConditionBits()
+        line = HandOffLine.allocate(spinEstimate: SpinLimits.initialEstimate)
+        storedValue = condition
+        value = condition
         if let name { self.name = name }
         LiveConditionLocks.register(self)
     }
@@ -198,6 +179,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     deinit {
         LockOrder.forget(self)
         LiveConditionLocks.unregister(self)
+        HandOffLine.deallocate(line)
     }
 
     // MARK: Acquiring
@@ -318,7 +300,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inlinable @inline(__always)
     package func unlockIfHeld() -> Bool {
         guard relinquishIfHeld() else { return false }
-        if _fastPath(state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
+        if _fastPath(line.pointee.state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
             return true
         }
         release(setting: nil, news: .clear)
@@ -340,12 +322,12 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     package func unlockIfHeld(setting condition: Condition) -> Bool {
         guard relinquishIfHeld() else { return false }
         if _fastPath(
-            state.compareExchange(
+            line.pointee.state.compareExchange(
                 expected: StateBit.locked, desired: StateBit.locked | StateBit.guarded, ordering: .acquiring
             ).exchanged)
         {
             recordRelease(setting: condition)
-            state.store(0, ordering: .releasing)
+            line.pointee.state.store(0, ordering: .releasing)
             return true
         }
         release(setting: condition, news: .clear)

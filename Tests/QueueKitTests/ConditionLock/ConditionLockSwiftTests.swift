@@ -19,6 +19,36 @@ enum Stage: Hashable, Sendable {
 
 @Suite("Condition lock: the Swift API")
 struct ConditionLockSwiftTests {
+    /// A condition of every plain shape round-trips through the hand-off line's bits (where a
+    /// plain value of at most 8 bytes lives), and a wait for one value is let in by exactly that
+    /// value; a larger or non-plain condition lives in the object and behaves the same.
+    @Test func everyKindOfConditionRoundTripsWhereverItLives() throws {
+        func check<C: Equatable & Sendable>(_ values: [C], inTheLine: Bool) throws {
+            let lock = ConditionLock(condition: values[0])
+            #expect(ConditionLock<C>.conditionIsInTheLine == inTheLine, "\(C.self)")
+            #expect(lock.handOffLineAddress % 64 == 0, "the hand-off line starts a cache line")
+            for (index, value) in values.enumerated() {
+                try lock.set(value)
+                #expect(lock.condition == value, "\(C.self) \(value)")
+                let other = values[(index + 1) % values.count]
+                #expect(throws: QueueKitError.busy) { try lock.tryLock(whenCondition: other) }
+                try lock.tryLock(whenCondition: value)
+                try lock.unlock(withCondition: other)
+                #expect(lock.condition == other)
+            }
+        }
+        enum Phase: Equatable, Sendable { case idle, busy, done }
+        try check([Int.min, -1, 0, Int.max], inTheLine: true)
+        try check([Int8.min, -1, 0, 1, Int8.max], inTheLine: true)
+        try check([UInt16.max, 0, 0x8000], inTheLine: true)
+        try check([Int32.min, -7, Int32.max], inTheLine: true)
+        try check([false, true], inTheLine: true)
+        try check([Double.infinity, -1.5, 0.25, -Double.greatestFiniteMagnitude], inTheLine: true)
+        try check([Phase.idle, .busy, .done], inTheLine: true)
+        try check(["", "a", String(repeating: "long ", count: 20)], inTheLine: false)
+        try check([Stage.idle, .loaded(-1), .loaded(Int.max), .done], inTheLine: false)
+    }
+
     @Test func enumConditionsAndTheClosureForm() throws {
         let lock = ConditionLock(condition: Stage.idle, name: "stages")
         #expect(lock.name == "stages")
