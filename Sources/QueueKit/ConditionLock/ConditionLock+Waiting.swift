@@ -15,7 +15,8 @@ extension ConditionLock {
     @inline(__always)
     @inlinable
     package func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
-        guard line.pointee.state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged else {
+        guard line.pointee.state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged
+        else {
             return false
         }
         didAcquire(by: qkshim_thread_id(), waited: false, recording: call, deadline: deadline)
@@ -56,9 +57,11 @@ extension ConditionLock {
     ) {
         Acquisitions.acquired(self, .conditionLock, exclusive: true, recording: call, deadline: deadline)
         line.pointee.owner.store(thread, ordering: .relaxed)
-        line.pointee.acquisitionCount.store(line.pointee.acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+        line.pointee.acquisitionCount.store(
+            line.pointee.acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if waited {
-            line.pointee.contendedCount.store(line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            line.pointee.contendedCount.store(
+                line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
             line.pointee.handOffCount.store(line.pointee.handOffCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         }
     }
@@ -87,13 +90,15 @@ extension ConditionLock {
         // A wait on the condition of a held lock that nobody queues for spins at once, without
         // taking the guard: the line stays with the holder until its release.
         var spun = false
-        if !wanted.isAny && !isTry, case let word = line.pointee.state.load(ordering: .acquiring), word & StateBit.queued == 0,
+        if !wanted.isAny && !isTry, case let word = line.pointee.state.load(ordering: .acquiring),
+            word & StateBit.queued == 0,
             word & StateBit.locked != 0 || !mayHold(wanted),
             deadline == MonotonicClock.forever || deadline > MonotonicClock.now()
         {
             if spinForRelease(wanted, deadline: deadline) {
                 didAcquire(by: me, waited: false)
-                line.pointee.contendedCount.store(line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+                line.pointee.contendedCount.store(
+                    line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
                 return
             }
             spun = true
@@ -113,7 +118,8 @@ extension ConditionLock {
             releaseGuard(.keep)
             if spinForRelease(wanted, deadline: deadline) {
                 didAcquire(by: me, waited: false)
-                line.pointee.contendedCount.store(line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+                line.pointee.contendedCount.store(
+                    line.pointee.contendedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
                 return
             }
             // A release may have come after the spin's last look: look again before queuing.

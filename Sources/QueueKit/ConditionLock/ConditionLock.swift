@@ -300,7 +300,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inlinable @inline(__always)
     package func unlockIfHeld() -> Bool {
         guard relinquishIfHeld() else { return false }
-        if _fastPath(line.pointee.state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged) {
+        if _fastPath(
+            line.pointee.state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged)
+        {
             return true
         }
         release(setting: nil, news: .clear)
