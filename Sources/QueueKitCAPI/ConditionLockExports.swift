@@ -23,17 +23,18 @@ private func isConditionLock(_ handle: OpaquePointer) -> Bool {
     return tag != 0 && UnsafeRawPointer(handle).loadUnaligned(as: UInt.self) == tag
 }
 
-/// The lock behind `handle` when a call may take the uncontended path straight: a condition lock,
-/// outside a test of a condition, and no ThreadSanitizer whose view of QueueKit's internals must be
-/// managed. `nil` sends the call down the general path (`condlockStatus`), which answers every
-/// other case. The uncontended `qk_condlock_lock` and `qk_condlock_unlock` thus run as one inlined
-/// sequence, without the closure of the general path.
+/// The lock behind `handle`, and the calling thread's number, when the call may run plain: a
+/// condition lock, none of the set-ups of ``SlowPaths`` on (ThreadSanitizer, the lock-order
+/// witness, a forked child), outside a test of a condition, and a thread that has its number and
+/// its record (``ConditionLock/acquireIfIdle(recording:deadline:plainBy:)``). `nil` sends the call
+/// down the general path, which answers every case. The uncontended calls thus run as a short
+/// inlined sequence with no call in it, and the general path is one call away (`@inline(never)`).
 @inline(__always)
-private func uncontendedLock(_ handle: OpaquePointer?) -> Unmanaged<CConditionLock>? {
-    guard let handle, qkshim_testing_lock() == nil, isConditionLock(handle), !ThreadSanitizer.hidesInternals else {
-        return nil
-    }
-    return Unmanaged<CConditionLock>.fromOpaque(UnsafeRawPointer(handle))
+private func plainLock(_ handle: OpaquePointer?) -> (lock: Unmanaged<CConditionLock>, thread: UInt64)? {
+    guard let handle, SlowPaths.areOff, qkshim_testing_lock() == nil, isConditionLock(handle) else { return nil }
+    let thread = qkshim_thread_id_if_recorded()
+    guard thread != 0 else { return nil }
+    return (Unmanaged<CConditionLock>.fromOpaque(UnsafeRawPointer(handle)), thread)
 }
 
 @inline(__always)
@@ -78,12 +79,17 @@ public func qk_condlock_destroy(_ lock: OpaquePointer?) -> Int32 {
 @_cdecl("qk_condlock_lock") @implementation
 public func qk_condlock_lock(_ lock: OpaquePointer?) -> Int32 {
     // The uncontended acquisition needs a lock with no news (a state word of 0): no EOWNERDEAD.
-    if let object = uncontendedLock(lock),
-        object._withUnsafeGuaranteedRef({ $0.acquireIfIdle(recording: "qk_condlock_lock") })
+    if let (object, thread) = plainLock(lock),
+        object._withUnsafeGuaranteedRef({ $0.acquireIfIdle(recording: "qk_condlock_lock", plainBy: thread) })
     {
         return 0
     }
-    return acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(call: "qk_condlock_lock") }
+    return lockInGeneral(lock)
+}
+
+@inline(never)
+private func lockInGeneral(_ lock: OpaquePointer?) -> Int32 {
+    acquisitionStatus(lock) { lock throws(QueueKitError) in try lock.lock(call: "qk_condlock_lock") }
 }
 
 @_cdecl("qk_condlock_trylock") @implementation
@@ -100,13 +106,20 @@ public func qk_condlock_lock_until(_ lock: OpaquePointer?, _ deadline: UInt64) -
 
 @_cdecl("qk_condlock_lock_when") @implementation
 public func qk_condlock_lock_when(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    if let object = uncontendedLock(lock),
-        object._withUnsafeGuaranteedRef({ $0.acquireIfIdle(when: condition, recording: "qk_condlock_lock_when") })
+    if let (object, thread) = plainLock(lock),
+        object._withUnsafeGuaranteedRef({
+            $0.acquireIfIdle(when: condition, recording: "qk_condlock_lock_when", plainBy: thread)
+        })
     {
         return 0
     }
+    return lockWhenInGeneral(lock, condition)
+}
+
+@inline(never)
+private func lockWhenInGeneral(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
     // Not `lock(whenCondition:call:)`, which would try the uncontended path a second time.
-    return acquisitionStatus(lock) { lock throws(QueueKitError) in
+    acquisitionStatus(lock) { lock throws(QueueKitError) in
         try lock.lock(whenCondition: condition, before: MonotonicClock.forever, call: "qk_condlock_lock_when")
     }
 }
@@ -127,18 +140,28 @@ public func qk_condlock_lock_when_until(_ lock: OpaquePointer?, _ condition: Int
 
 @_cdecl("qk_condlock_unlock") @implementation
 public func qk_condlock_unlock(_ lock: OpaquePointer?) -> Int32 {
-    if let object = uncontendedLock(lock) {
-        return object._withUnsafeGuaranteedRef { $0.unlockIfHeld() } ? 0 : EPERM
+    if let (object, thread) = plainLock(lock) {
+        return object._withUnsafeGuaranteedRef { $0.unlockIfHeld(plainBy: thread) } ? 0 : EPERM
     }
-    return condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock() }
+    return unlockInGeneral(lock)
+}
+
+@inline(never)
+private func unlockInGeneral(_ lock: OpaquePointer?) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock() }
 }
 
 @_cdecl("qk_condlock_unlock_with") @implementation
 public func qk_condlock_unlock_with(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
-    if let object = uncontendedLock(lock) {
-        return object._withUnsafeGuaranteedRef { $0.unlockIfHeld(setting: condition) } ? 0 : EPERM
+    if let (object, thread) = plainLock(lock) {
+        return object._withUnsafeGuaranteedRef { $0.unlockIfHeld(setting: condition, plainBy: thread) } ? 0 : EPERM
     }
-    return condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock(withCondition: condition) }
+    return unlockWithInGeneral(lock, condition)
+}
+
+@inline(never)
+private func unlockWithInGeneral(_ lock: OpaquePointer?, _ condition: Int) -> Int32 {
+    condlockStatus(lock) { lock throws(QueueKitError) in try lock.unlock(withCondition: condition) }
 }
 
 @_cdecl("qk_condlock_set") @implementation

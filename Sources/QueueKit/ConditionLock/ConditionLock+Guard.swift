@@ -33,6 +33,7 @@ extension ConditionLock {
     /// `handedToSleeper` (a hand-off's): whether the lock was just handed to a thread asleep in the
     /// kernel (see ``StateBit/handedToSleeper``); `nil` leaves that bit, which `.drop` clears.
     @discardableResult
+    @usableFromInline
     func releaseGuard(_ change: LockChange, handedToSleeper: Bool? = nil) -> Bool {
         let queued = head == nil ? 0 : StateBit.queued
         var current = line.pointee.state.load(ordering: .relaxed)

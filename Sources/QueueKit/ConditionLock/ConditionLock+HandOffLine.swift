@@ -21,7 +21,7 @@ struct HandOffLine: ~Copyable {
     @usableFromInline let state = Atomic<UInt>(0)
     /// Releases that went through the guard (each may leave a new condition), counted under the
     /// guard: what a spinning acquirer watches.
-    let releases = Atomic<UInt32>(0)
+    @usableFromInline let releases = Atomic<UInt32>(0)
     /// How many polls spinning acquirers needed lately (see `ConditionLock+Spinning.swift`).
     let spinEstimate: Atomic<UInt32>
     /// `qkshim_thread_id()` of the holder, 0 when free. Written by the acquiring thread, or by the
@@ -30,7 +30,7 @@ struct HandOffLine: ~Copyable {
     /// The condition when it is mirrored (a plain value of at most 8 bytes, as `intptr_t` is for
     /// the C API): then these bits are the condition, written under the guard, and a wait for one
     /// value can compare them without the guard (``ConditionLock/mayHold(_:)``).
-    let conditionBits = Atomic<UInt64>(0)
+    @usableFromInline let conditionBits = Atomic<UInt64>(0)
     // Written only by the thread that holds the lock (a plain load and store, no read-modify-write
     // on the fast path); readable by anyone. Here because every holder writes them.
     @usableFromInline let acquisitionCount = Atomic<UInt64>(0)
@@ -59,12 +59,13 @@ extension ConditionLock {
 
     /// Whether the condition is mirrored in ``HandOffLine/conditionBits``: a plain value (no
     /// references) of at most 8 bytes, as `intptr_t` is for the C API.
+    @inlinable
     static var mirrorsCondition: Bool { _isPOD(Condition.self) && MemoryLayout<Condition>.size <= 8 }
 
     /// The condition (the caller holds the guard, or is the holder and nobody can change it). A
     /// mirrored condition lives in the hand-off line's bits, so that a release writes no other
     /// line; any other one in the object.
-    @inline(__always)
+    @inlinable @inline(__always)
     var value: Condition {
         get {
             guard Self.mirrorsCondition else { return storedValue }
@@ -84,7 +85,7 @@ extension ConditionLock {
     }
 
     /// The bits of `condition`, zero-extended (0 when the condition is not mirrored).
-    @inline(__always)
+    @inlinable @inline(__always)
     static func bits(of condition: Condition) -> UInt64 {
         guard mirrorsCondition else { return 0 }
         if MemoryLayout<Condition>.size == 8 { return unsafeBitCast(condition, to: UInt64.self) }

@@ -107,7 +107,14 @@ extension ConditionLock {
     /// (`-0.0` and `0.0`) are such a wrong hint: they wait for the next release or the queue.
     @inline(__always)
     func mayHold(_ wanted: Wanted) -> Bool {
-        guard Self.mirrorsCondition, case .value(let condition) = wanted else { return true }
+        guard case .value(let condition) = wanted else { return true }
+        return mayEqual(condition)
+    }
+
+    /// ``mayHold(_:)`` of a wait for `condition`.
+    @inlinable @inline(__always)
+    func mayEqual(_ condition: Condition) -> Bool {
+        guard Self.mirrorsCondition else { return true }
         return Self.bits(of: condition) == line.pointee.conditionBits.load(ordering: .relaxed)
     }
 

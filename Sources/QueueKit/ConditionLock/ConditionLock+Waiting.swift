@@ -12,14 +12,20 @@ extension ConditionLock {
     /// The uncontended acquisition: one compare-and-swap, then the holder's bookkeeping. `call`
     /// names a call that may wait (its lock-order edges are recorded here); `nil` for the try
     /// forms and the suspending ones.
+    ///
+    /// `plainBy`: for a call that runs plain (``SlowPaths/areOff``, no test of a condition running),
+    /// the calling thread's `qkshim_thread_id_if_recorded()`, not 0: no sanitizer or witness to
+    /// tell, and the count of held locks needs no check of the thread's record. 0: the general case.
     @inline(__always)
     @inlinable
-    package func acquireIfIdle(recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever) -> Bool {
+    package func acquireIfIdle(
+        recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever, plainBy plainThread: UInt64 = 0
+    ) -> Bool {
         guard line.pointee.state.compareExchange(expected: 0, desired: StateBit.locked, ordering: .acquiring).exchanged
         else {
             return false
         }
-        didAcquire(by: qkshim_thread_id(), waited: false, recording: call, deadline: deadline)
+        didAcquire(plainBy: plainThread, recording: call, deadline: deadline)
         return true
     }
 
@@ -27,8 +33,12 @@ extension ConditionLock {
     /// looking, whose condition is `condition`, taken with the guard's compare-and-swap and the
     /// lock's. False (nothing changed) in every other case, which ``acquire(wanted:deadline:isTry:call:)``
     /// answers.
-    package func acquireIfIdle(when condition: Condition, recording call: StaticString) -> Bool {
-        guard mayHold(.value(condition)),
+    /// `plainBy` as for ``acquireIfIdle(recording:deadline:plainBy:)``.
+    @inlinable @inline(__always)
+    package func acquireIfIdle(when condition: Condition, recording call: StaticString, plainBy plainThread: UInt64 = 0)
+        -> Bool
+    {
+        guard mayEqual(condition),
             line.pointee.state.compareExchange(expected: 0, desired: StateBit.guarded, ordering: .acquiring).exchanged
         else {
             return false
@@ -44,8 +54,21 @@ extension ConditionLock {
             releaseGuard(.keep)
             return false
         }
-        didAcquire(by: qkshim_thread_id(), waited: false, recording: call)
+        didAcquire(plainBy: plainThread, recording: call)
         return true
+    }
+
+    /// ``didAcquire(by:waited:recording:deadline:plain:)`` of an acquisition that did not wait:
+    /// `plainThread` as for ``acquireIfIdle(recording:deadline:plainBy:)``.
+    @inline(__always)
+    @inlinable
+    func didAcquire(
+        plainBy plainThread: UInt64, recording call: StaticString?, deadline: UInt64 = MonotonicClock.forever
+    ) {
+        let plain = plainThread != 0
+        didAcquire(
+            by: plain ? plainThread : qkshim_thread_id(), waited: false, recording: call, deadline: deadline,
+            plain: plain)
     }
 
     /// Bookkeeping of the new holder: owner and counters (only the holder writes them, so a load
@@ -53,9 +76,10 @@ extension ConditionLock {
     @inline(__always)
     @inlinable
     func didAcquire(
-        by thread: UInt64, waited: Bool, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever
+        by thread: UInt64, waited: Bool, recording call: StaticString? = nil, deadline: UInt64 = MonotonicClock.forever,
+        plain: Bool = false
     ) {
-        Acquisitions.acquired(self, .conditionLock, exclusive: true, recording: call, deadline: deadline)
+        Acquisitions.acquired(self, .conditionLock, exclusive: true, recording: call, deadline: deadline, plain: plain)
         line.pointee.owner.store(thread, ordering: .relaxed)
         line.pointee.acquisitionCount.store(
             line.pointee.acquisitionCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
@@ -260,11 +284,15 @@ extension ConditionLock {
     }
 
     /// ``relinquish()`` without the error: false (nothing changed) when the caller is not the holder.
+    /// `plainBy` as for ``acquireIfIdle(recording:deadline:plainBy:)``.
     @inline(__always)
     @inlinable
-    func relinquishIfHeld() -> Bool {
-        guard line.pointee.owner.load(ordering: .relaxed) == qkshim_thread_id() else { return false }
-        Acquisitions.releasing(self, .conditionLock, exclusive: true)
+    func relinquishIfHeld(plainBy plainThread: UInt64 = 0) -> Bool {
+        let plain = plainThread != 0
+        guard line.pointee.owner.load(ordering: .relaxed) == (plain ? plainThread : qkshim_thread_id()) else {
+            return false
+        }
+        Acquisitions.releasing(self, .conditionLock, exclusive: true, plain: plain)
         line.pointee.owner.store(0, ordering: .relaxed)
         return true
     }
@@ -294,7 +322,7 @@ extension ConditionLock {
 
     /// What every release does under the guard, the fast one too: counts itself (what spinners
     /// watch) and sets the condition, if it changes it, with its mirrored bits.
-    @inline(__always)
+    @inlinable @inline(__always)
     func recordRelease(setting newValue: Condition?) {
         line.pointee.releases.store(line.pointee.releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
         if let newValue {

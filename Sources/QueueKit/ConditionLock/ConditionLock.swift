@@ -121,6 +121,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     enum WaitOutcome { case acquired, timedOut, refused }
 
+    @usableFromInline
     enum LockChange { case keep, take, drop }
 
     /// What a release does with the abandonment news (``StateBit/abandoned``).
@@ -139,7 +140,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     // Guarded by `StateBit.guarded`. (Exclusivity is provided by the guard, so the dynamic checks
     // would only add cost to every hand-off.) The condition when it is not mirrored in the line's
     // bits (see ``value``); for a mirrored one, the initial condition, never read again.
-    @exclusivity(unchecked) var storedValue: Condition
+    @exclusivity(unchecked) @usableFromInline var storedValue: Condition
     #if QUEUEKIT_TESTING
         /// Test seam: spins that ignore their limit (each spin that starts takes one while any are
         /// left), and the threads spinning now.
@@ -296,10 +297,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     /// ``unlock()`` without the error: false (nothing changed) when the calling thread does not
-    /// hold the lock.
+    /// hold the lock. `plainBy` as for ``acquireIfIdle(recording:deadline:plainBy:)``.
     @inlinable @inline(__always)
-    package func unlockIfHeld() -> Bool {
-        guard relinquishIfHeld() else { return false }
+    package func unlockIfHeld(plainBy plainThread: UInt64 = 0) -> Bool {
+        guard relinquishIfHeld(plainBy: plainThread) else { return false }
         if _fastPath(
             line.pointee.state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged)
         {
@@ -320,9 +321,11 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
     /// ``unlock(withCondition:)`` without the error: false (nothing changed) when the calling
     /// thread does not hold the lock. With nobody queued and no news, the release is the guard's
-    /// compare-and-swap and one store (a held lock's word changes only under its guard).
-    package func unlockIfHeld(setting condition: Condition) -> Bool {
-        guard relinquishIfHeld() else { return false }
+    /// compare-and-swap and one store (a held lock's word changes only under its guard). `plainBy`
+    /// as for ``acquireIfIdle(recording:deadline:plainBy:)``.
+    @inlinable @inline(__always)
+    package func unlockIfHeld(setting condition: Condition, plainBy plainThread: UInt64 = 0) -> Bool {
+        guard relinquishIfHeld(plainBy: plainThread) else { return false }
         if _fastPath(
             line.pointee.state.compareExchange(
                 expected: StateBit.locked, desired: StateBit.locked | StateBit.guarded, ordering: .acquiring

@@ -36,8 +36,9 @@ enum Acquisitions {
 
     /// The calling thread now holds `object`. For a condition lock, `call` names a call that may
     /// wait and took the lock without waiting, whose lock-order edges are recorded here (`nil`:
-    /// recorded on the way in, or none: a try form, a task's acquisition). `plain`: for a DB
-    /// queue or a queue (a condition lock's count of held locks is kept either way).
+    /// recorded on the way in, or none: a try form, a task's acquisition). `plain`: the call runs
+    /// plain (``SlowPaths/areOff``; a condition lock's count of held locks is kept either way, and
+    /// its plain acquirer has a record).
     @inlinable @inline(__always)
     static func acquired(
         _ object: AnyObject, _ kind: Kind, exclusive: Bool, recording call: StaticString? = nil,
@@ -45,9 +46,14 @@ enum Acquisitions {
     ) {
         switch kind {
         case .conditionLock:
-            ThreadSanitizer.conditionLockAcquired(object)
-            qkshim_condlock_acquired()
-            LockOrder.acquired(object, recording: call, deadline: deadline)
+            if plain {
+                // The caller checked that the thread has a record (`qkshim_thread_id_if_recorded`).
+                qkshim_condlocks_held_increment()
+            } else {
+                ThreadSanitizer.conditionLockAcquired(object)
+                qkshim_condlock_acquired()
+                LockOrder.acquired(object, recording: call, deadline: deadline)
+            }
         case .dbQueue:
             if !plain { ThreadSanitizer.locked(object, shared: !exclusive) }
         case .queue:
@@ -62,9 +68,9 @@ enum Acquisitions {
     static func releasing(_ object: AnyObject, _ kind: Kind, exclusive: Bool, plain: Bool = false) {
         switch kind {
         case .conditionLock:
-            ThreadSanitizer.conditionLockReleasing(object)
+            if !plain { ThreadSanitizer.conditionLockReleasing(object) }
             qkshim_condlocks_held_decrement()
-            LockOrder.released(object)
+            if !plain { LockOrder.released(object) }
         case .dbQueue:
             if !plain { ThreadSanitizer.unlocking(object, shared: !exclusive) }
         case .queue:

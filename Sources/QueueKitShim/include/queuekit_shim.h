@@ -128,6 +128,15 @@ static inline void qkshim_condlock_acquired(void) {
     qkshim_tls_condlocks_held += 1;
     if (__builtin_expect(qkshim_tls_record == NULL, 0)) qkshim_record_make();
 }
+/* The calling thread's number when it has one and a record (then a condition lock it takes needs
+ * no call to count it: qkshim_condlocks_held_increment), 0 otherwise. */
+static inline uint64_t qkshim_thread_id_if_recorded(void) {
+    return qkshim_tls_record != NULL ? qkshim_tls_thread_id : 0;
+}
+/* qkshim_condlock_acquired for a thread that has a record. */
+static inline void qkshim_condlocks_held_increment(void) {
+    qkshim_tls_condlocks_held += 1;
+}
 static inline void qkshim_condlocks_held_decrement(void) {
     qkshim_tls_condlocks_held -= 1;
 }

@@ -5,6 +5,7 @@ import CQueueKit
 import Dispatch
 import Foundation
 import Glibc
+import QueueKitShim
 import QueueKitTestSupport
 import Testing
 
@@ -174,6 +175,40 @@ struct AbandonedConditionLockTests {
         #expect(LiveConditionLocks.heldByCurrentThread == before)
         expectStatus(0, qk_condlock_destroy(first.raw))
         expectStatus(0, qk_condlock_destroy(second.raw))
+    }
+
+    /// A thread that has its record takes an uncontended lock on the C calls' shortest path (no
+    /// check of the record, no call): the count of held locks still sees those acquisitions, so
+    /// the thread's exit abandons exactly the locks it still holds.
+    @Test func locksTakenOnTheShortestPathAreAbandonedAtExitToo() {
+        let warmUp = CLock(0)
+        let plain = CLock(0)
+        let plainWhen = CLock(7)
+        let handedBack = CLock(0)
+        onAThreadThatExits {
+            // The first acquisition makes the thread's record; the next ones need none.
+            expectStatus(0, qk_condlock_lock(warmUp.raw))
+            expectStatus(0, qk_condlock_unlock(warmUp.raw))
+            #expect(qkshim_thread_id_if_recorded() == ThreadRecord.current.number)
+            let before = LiveConditionLocks.heldByCurrentThread
+            expectStatus(0, qk_condlock_lock(plain.raw))
+            expectStatus(0, qk_condlock_lock_when(plainWhen.raw, 7))
+            expectStatus(0, qk_condlock_lock(handedBack.raw))
+            #expect(LiveConditionLocks.heldByCurrentThread == before + 3)
+            expectStatus(0, qk_condlock_unlock_with(handedBack.raw, 1))
+            #expect(LiveConditionLocks.heldByCurrentThread == before + 2)
+        }
+        #expect(plain.stats.abandonments == 1)
+        #expect(plainWhen.stats.abandonments == 1)
+        #expect(handedBack.stats.abandonments == 0)
+        #expect(warmUp.stats.abandonments == 0)
+        expectStatus(EOWNERDEAD, qk_condlock_trylock(plain.raw))
+        expectStatus(0, qk_condlock_unlock(plain.raw))
+        expectStatus(EOWNERDEAD, qk_condlock_lock_when(plainWhen.raw, 7))
+        expectStatus(0, qk_condlock_unlock(plainWhen.raw))
+        expectStatus(0, qk_condlock_lock_when(handedBack.raw, 1))
+        expectStatus(0, qk_condlock_unlock(handedBack.raw))
+        for lock in [warmUp, plain, plainWhen, handedBack] { expectStatus(0, qk_condlock_destroy(lock.raw)) }
     }
 
     @Test func anExitingThreadAbandonsOnlyTheLocksItStillHolds() {
