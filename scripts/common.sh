@@ -142,6 +142,24 @@ sys.exit(0 if percent >= floor else 1)' "$COVERAGE_FLOOR"
 # sources and tests (.swift-format), `clang-format --dry-run --Werror` over the C and C++ sources
 # of the library, its public headers, the examples and the test programs (.clang-format). Fails
 # when either reports a difference.
+# Instructions per iteration of each kernel of a counting program (Benchmarks/counts/*.c: its
+# arguments are KERNEL ITERATIONS, and it calls measure() around the counted iterations), by
+# callgrind collecting only inside measure(); --fair-sched=yes, so that threads take turns as on a
+# real machine. One line per kernel.
+#   count_per_call PROGRAM ITERATIONS KERNEL...
+count_per_call() {
+    local program=$1 n=$2 kernel total out
+    shift 2
+    out=$(mktemp)
+    for kernel in "$@"; do
+        valgrind --tool=callgrind --fair-sched=yes --toggle-collect=measure --callgrind-out-file="$out" \
+            "$program" "$kernel" "$n" >/dev/null 2>&1
+        total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+        awk -v k="$kernel" -v t="$total" -v n="$n" 'BEGIN { printf "%-26s %8.1f instructions per call\n", k, t / n }'
+    done
+    rm -f "$out"
+}
+
 lint() {
     local status=0 c_files=()
     swift format lint --strict --recursive --parallel "$ROOT/Sources" "$ROOT/Tests" || status=1

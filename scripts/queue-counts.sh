@@ -23,9 +23,4 @@ if [ ${#kernels[@]} -eq 0 ]; then
     kernels=(qk_sync_serial gcd_sync_serial qk_sync_concurrent gcd_sync_concurrent qk_barrier_sync
         gcd_barrier_sync qk_perform_outside qk_perform_inline direct_call qk_async gcd_async)
 fi
-for kernel in "${kernels[@]}"; do
-    valgrind --tool=callgrind --fair-sched=yes --toggle-collect=measure --callgrind-out-file="$work/$kernel.out" \
-        "$work/queue_counts" "$kernel" "$N" >/dev/null 2>&1
-    total=$(callgrind_annotate "$work/$kernel.out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-    awk -v k="$kernel" -v t="$total" -v n="$N" 'BEGIN { printf "%-22s %8.1f instructions per call\n", k, t / n }'
-done
+count_per_call "$work/queue_counts" "$N" "${kernels[@]}"
