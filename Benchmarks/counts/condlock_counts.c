@@ -5,11 +5,10 @@
  * callgrind collecting only inside measure() (scripts/condlock-counts.sh), after a warm-up
  * outside it. A kernel's iteration is one pair of calls (an acquisition and its release). */
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <queuekit.h>
+
+#include "counts.h"
 
 static qk_condlock_t *lock;
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -49,11 +48,6 @@ static void mutex_cond_when_with(unsigned long n) {
     }
 }
 
-typedef struct {
-    const char *name;
-    void (*run)(unsigned long iterations);
-} kernel_t;
-
 static const kernel_t kernels[] = {
     {"qk_lock_unlock", qk_lock_unlock},
     {"mutex_lock_unlock", mutex_lock_unlock},
@@ -61,33 +55,14 @@ static const kernel_t kernels[] = {
     {"mutex_cond_when_with", mutex_cond_when_with},
 };
 
-__attribute__((noinline)) void measure(const kernel_t *kernel, unsigned long n) {
-    kernel->run(n);
+static void setup(void) {
+    lock = qk_condlock_create(0);
 }
 
-static void *nothing(void *arg) {
-    return arg;
+static int teardown(void) {
+    return qk_condlock_destroy(lock);
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s KERNEL ITERATIONS\n", argv[0]);
-        for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
-            fprintf(stderr, "  %s\n", kernels[i].name);
-        return 2;
-    }
-    /* Multithreaded, as every real caller: glibc's locks take their atomic paths. */
-    pthread_t thread;
-    pthread_create(&thread, NULL, nothing, NULL);
-    pthread_join(thread, NULL);
-    lock = qk_condlock_create(0);
-    unsigned long n = strtoul(argv[2], NULL, 10);
-    for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
-        if (strcmp(kernels[i].name, argv[1]) != 0) continue;
-        kernels[i].run(1000); /* warm-up: the thread's record, caches, lazy symbols */
-        measure(&kernels[i], n);
-        return qk_condlock_destroy(lock);
-    }
-    fprintf(stderr, "unknown kernel %s\n", argv[1]);
-    return 2;
+    return counts_main(argc, argv, kernels, sizeof kernels / sizeof *kernels, setup, teardown);
 }

@@ -13,14 +13,11 @@
 
 #include <queuekit.h>
 
+#include "counts.h"
+
 static void bump(void *context) {
     (*(volatile unsigned long *)context)++;
 }
-
-typedef struct {
-    const char *name;
-    void (*run)(unsigned long iterations);
-} kernel_t;
 
 static qk_queue_t *qk_serial, *qk_concurrent;
 static dispatch_queue_t gcd_serial, gcd_concurrent;
@@ -84,38 +81,17 @@ static const kernel_t kernels[] = {
     {"gcd_async", gcd_async},
 };
 
-/* The only function callgrind counts (inclusive): keep it out of line. */
-__attribute__((noinline)) void measure(const kernel_t *kernel, unsigned long n) {
-    kernel->run(n);
-    __asm__ volatile("" ::: "memory");
-}
-
-static void *nothing(void *arg) {
-    return arg;
-}
-
-int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s KERNEL ITERATIONS\n", argv[0]);
-        for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
-            fprintf(stderr, "  %s\n", kernels[i].name);
-        return 2;
-    }
-    /* Multithreaded, as every real caller: dispatch and QueueKit take their threaded paths. */
-    pthread_t thread;
-    pthread_create(&thread, NULL, nothing, NULL);
-    pthread_join(thread, NULL);
+static void setup(void) {
     qk_serial = qk_queue_create("count.serial", QK_QUEUE_SERIAL);
     qk_concurrent = qk_queue_create("count.concurrent", QK_QUEUE_CONCURRENT);
     gcd_serial = dispatch_queue_create("count.gcd.serial", NULL);
     gcd_concurrent = dispatch_queue_create("count.gcd.concurrent", DISPATCH_QUEUE_CONCURRENT);
-    unsigned long n = strtoul(argv[2], NULL, 10);
-    for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
-        if (strcmp(kernels[i].name, argv[1]) != 0) continue;
-        kernels[i].run(1000); /* warm-up: records, caches, lazy symbols */
-        measure(&kernels[i], n);
-        return 0;
-    }
-    fprintf(stderr, "unknown kernel %s\n", argv[1]);
-    return 2;
+}
+
+static int teardown(void) {
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    return counts_main(argc, argv, kernels, sizeof kernels / sizeof *kernels, setup, teardown);
 }
