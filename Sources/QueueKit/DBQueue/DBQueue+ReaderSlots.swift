@@ -21,6 +21,20 @@ import Synchronization
 /// sees the change and leaves, or the revoker sees the reader and waits for it. A reader the
 /// revoker waits for finds a mark in its slot when it leaves and wakes the revoker.
 ///
+/// The revoker reads only the groups of eight slots of which a reader ever took one:
+/// `occupiedSlots` has a bit for each (slot `index` sets bit `index / 8`), and a slot once taken
+/// keeps `registeredMark` when its reader leaves it. A reader claims its slot with one compare-and-swap from `registeredMark`, as
+/// it would from empty: the first reader of a slot finds 0 instead, and sets the slot's bit
+/// (`registerSlot`, off the fast path) before it claims the slot from 0. So a read adds no shared
+/// write, and no load, to the fast path. The bit is never missed, by the same sequentially
+/// consistent order S: the registering reader's OR of the bit comes before its claim of the
+/// slot, which comes before every later claim of that slot from `registeredMark` (they read its
+/// result, directly or through other claims, and S agrees with each location's modification
+/// order). A reader that enters while the queue is biased read the state before the revoker's
+/// change of it, so its claim, and the OR before it, come before the revoker's load of
+/// `occupiedSlots`, which follows the change: it sees the bit (bits are only ever added), then
+/// the slot.
+///
 /// Readers in slots are holders like counted readers: they run inside the queue's frame (so the
 /// deadlock detector follows their chains like any holder's), and their thread numbers in the slots name
 /// them in the wait report and in the wait-for search.
@@ -28,8 +42,8 @@ import Synchronization
 /// The bias comes back with the first counted reader after the revocation, at no cost of its own:
 /// a counted reader that enters a queue only readers hold, or leaves it idle (it was the only
 /// reader), while nobody waits and no write is pending, sets the bit in the compare-and-swap it
-/// does anyway. A revocation costs one pass over the slots, a few loads per slot and a wait only
-/// for a reader inside, so a write revokes whenever a read came before it: in mixed work the
+/// does anyway. A revocation costs a load per slot ever taken and a wait only for a reader
+/// inside, so a write revokes whenever a read came before it: in mixed work the
 /// readers between two writes stay off the shared line but for the first one and those that
 /// arrived while the write ran, without a clock and without an inhibit window to tune. A run of
 /// writes with no read in between revokes nothing; alternating single reads and writes pay a
@@ -40,14 +54,22 @@ extension DBQueue {
     /// In a slot: the revoker waits for this reader (set by the revoker, seen by the reader as it
     /// leaves).
     @usableFromInline static var revokingMark: UInt64 { 1 << 63 }
-    /// Slots per queue: a power of two, four per CPU, 32 to 256 (a multiple of the revoker's step
-    /// of eight).
+    /// In a slot: a reader took it once, and its bit in `occupiedSlots` is set. An empty slot
+    /// holds it alone (or 0, before its first reader).
+    @usableFromInline static var registeredMark: UInt64 { 1 << 62 }
+    /// In a slot: the reader's thread number (0: no reader).
+    @usableFromInline static var readerBits: UInt64 { registeredMark &- 1 }
+    /// Slots per queue: a power of two, four per CPU, 32 to 256 (groups of eight: at most 32, one
+    /// bit each in `occupiedSlots`).
     static let slotCount: Int = {
         let cpus = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         var count = 32
         while count < 4 * cpus && count < 256 { count *= 2 }
         return count
     }()
+
+    /// The bit of slot `index`'s group of eight in `occupiedSlots`.
+    @usableFromInline static func groupBit(_ index: Int) -> UInt64 { 1 << UInt64(truncatingIfNeeded: index >> 3) }
 
     static func makeSlots(count: Int) -> UnsafeMutablePointer<UInt64> {
         let words = count * slotStride
@@ -65,8 +87,11 @@ extension DBQueue {
     func tryVisibleRead() -> UnsafeMutablePointer<UInt64>? {
         guard state.load(ordering: .relaxed) & StateBit.biased != 0 else { return nil }
         let me = qkshim_thread_id()
-        let slot = slots + Int(truncatingIfNeeded: me & slotMask) &* Self.slotStride
-        guard qkshim_slot_claim(slot, me) else { return nil }
+        let index = Int(truncatingIfNeeded: me & slotMask)
+        let slot = slots + index &* Self.slotStride
+        guard qkshim_slot_claim(slot, Self.registeredMark, me | Self.registeredMark) || registerSlot(index, me) else {
+            return nil
+        }
         if _fastPath(
             state.load(ordering: .sequentiallyConsistent) & (StateBit.biased | StateBit.closedToReaders)
                 == StateBit.biased)
@@ -77,10 +102,24 @@ extension DBQueue {
         return nil
     }
 
-    /// Leaves a slot; wakes the revoker if it waits for this reader.
+    /// A slot's first reader (the slot holds 0, not `registeredMark`): sets the bit of the slot's
+    /// group in `occupiedSlots`, then claims the slot from 0. False when another reader holds the slot.
+    @usableFromInline @inline(never)
+    func registerSlot(_ index: Int, _ me: UInt64) -> Bool {
+        let slot = slots + index &* Self.slotStride
+        guard qkshim_atomic_load64(slot) == 0 else { return false }
+        let bit = Self.groupBit(index)
+        // Sequentially consistent, both: the order of the argument above.
+        if occupiedSlots.load(ordering: .sequentiallyConsistent) & bit == 0 {
+            occupiedSlots.bitwiseOr(bit, ordering: .sequentiallyConsistent)
+        }
+        return qkshim_slot_claim(slot, 0, me | Self.registeredMark)
+    }
+
+    /// Leaves a slot (registered); wakes the revoker if it waits for this reader.
     @inlinable @inline(__always)
     func leaveSlot(_ slot: UnsafeMutablePointer<UInt64>) {
-        if _slowPath(qkshim_slot_release(slot) & Self.revokingMark != 0) { wakeRevoker() }
+        if _slowPath(qkshim_slot_release(slot, Self.registeredMark) & Self.revokingMark != 0) { wakeRevoker() }
     }
 
     /// The revoker waits for exactly one reader at a time and for this wake-up, after which the
@@ -119,24 +158,24 @@ extension DBQueue {
         state.bitwiseAnd(~StateBit.biased, ordering: .sequentiallyConsistent)
         // Only the holder of the exclusivity counts (tests read it).
         revocations.store(revocations.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
-        // Eight slots a step, one branch for the eight: most slots are empty.
-        let count = Int(slotMask &+ 1)
-        var group = 0
-        while group < count {
-            let first = slots + group &* Self.slotStride
+        // The groups of eight slots a reader ever took one of; eight loads and one branch a
+        // group: most slots are empty.
+        var occupied = occupiedSlots.load(ordering: .sequentiallyConsistent)
+        while occupied != 0 {
+            let first = slots + occupied.trailingZeroBitCount &* (8 &* Self.slotStride)
+            occupied &= occupied &- 1
             var any: UInt64 = 0
             for index in 0..<8 { any |= qkshim_atomic_load64(first + index &* Self.slotStride) }
-            if _slowPath(any != 0) {
+            if _slowPath(any & Self.readerBits != 0) {
                 for index in 0..<8 {
                     let slot = first + index &* Self.slotStride
-                    if qkshim_atomic_load64(slot) != 0
+                    if qkshim_atomic_load64(slot) & Self.readerBits != 0
                         && !awaitReader(in: slot, call: call, refusable: refusable, isPendingCall: isPendingCall)
                     {
                         return false
                     }
                 }
             }
-            group &+= 8
         }
         return true
     }
@@ -150,11 +189,11 @@ extension DBQueue {
     ) -> Bool {
         if isPendingCall { revokingForWrite.store(true, ordering: .releasing) }
         defer { if isPendingCall { revokingForWrite.store(false, ordering: .releasing) } }
-        if Parker.spin(pureSpin: true, { qkshim_atomic_load64(slot) == 0 }) { return true }
+        if Parker.spin(pureSpin: true, { qkshim_atomic_load64(slot) & Self.readerBits == 0 }) { return true }
         var reader = qkshim_atomic_load64(slot)
         qkshim_atomic_store32(revokeWord, Parker.idle)
         while true {
-            if reader == 0 { return true }
+            if reader & Self.readerBits == 0 { return true }
             if qkshim_slot_replace(slot, &reader, reader | Self.revokingMark) { break }
         }
         let parker = Parker(word: revokeWord)
@@ -186,26 +225,30 @@ extension DBQueue {
     func visibleReaders() -> [UInt64] {
         var readers: [UInt64] = []
         for index in 0..<Int(slotMask &+ 1) {
-            let reader = qkshim_atomic_load64(slots + index &* Self.slotStride) & ~Self.revokingMark
+            let reader = qkshim_atomic_load64(slots + index &* Self.slotStride) & Self.readerBits
             if reader != 0 { readers.append(reader) }
         }
         return readers
     }
 
     /// In a forked child (from `adoptFork`): the readers in slots are gone but for the calling
-    /// thread's own read, if it was in its slot. True when it was.
+    /// thread's own read, if it was in its slot. True when it was. The slots start afresh, none
+    /// taken but that one.
     func forgetVisibleReaders() -> Bool {
         let me = qkshim_thread_id()
         var mine = false
+        var occupied: UInt64 = 0
         for index in 0..<Int(slotMask &+ 1) {
             let slot = slots + index &* Self.slotStride
-            if qkshim_atomic_load64(slot) & ~Self.revokingMark == me && ExecutionContext.hold(of: queue) == .shared {
-                qkshim_atomic_store64(slot, me)
+            if qkshim_atomic_load64(slot) & Self.readerBits == me && ExecutionContext.hold(of: queue) == .shared {
+                qkshim_atomic_store64(slot, me | Self.registeredMark)
+                occupied |= Self.groupBit(index)
                 mine = true
             } else {
                 qkshim_atomic_store64(slot, 0)
             }
         }
+        occupiedSlots.store(occupied, ordering: .relaxed)
         qkshim_atomic_store32(revokeWord, Parker.idle)
         revoking.store(false, ordering: .relaxed)
         return mine

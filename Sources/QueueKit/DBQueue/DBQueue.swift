@@ -70,9 +70,13 @@ public final class DBQueue: @unchecked Sendable {
     @usableFromInline let state = Atomic<UInt>(StateBit.biased)
 
     /// The visible readers (`DBQueue+ReaderSlots.swift`): `slotMask + 1` slots of
-    /// `slotStride` words, each empty or holding a reader's thread number.
+    /// `slotStride` words, each empty or holding a reader's thread number (and marks).
     @usableFromInline let slots: UnsafeMutablePointer<UInt64>
     @usableFromInline let slotMask: UInt64
+    /// The groups of eight slots of which a reader ever took one, bit `index / 8` for slot
+    /// `index` (set by a slot's first reader, cleared only in a forked child): the slots the
+    /// revoker looks at.
+    @usableFromInline let occupiedSlots = Atomic<UInt64>(0)
     /// The revoker parks on this word while it waits for a reader in a slot.
     @usableFromInline let revokeWord: UnsafeMutablePointer<UInt32>
     /// Whether the revoker is parked waiting for a reader (for the deadlock detector).

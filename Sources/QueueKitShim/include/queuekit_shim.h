@@ -278,15 +278,14 @@ static inline uint64_t qkshim_atomic_load64(uint64_t *word) {
 static inline void qkshim_atomic_store64(uint64_t *word, uint64_t value) {
     __atomic_store_n(word, value, __ATOMIC_SEQ_CST);
 }
-/* Claims an empty slot for `value`: true when it was empty. */
-static inline bool qkshim_slot_claim(uint64_t *slot, uint64_t value) {
-    uint64_t empty = 0;
+/* Claims a slot that holds `empty` (no reader) for `value`: true when it held `empty`. */
+static inline bool qkshim_slot_claim(uint64_t *slot, uint64_t empty, uint64_t value) {
     return __atomic_compare_exchange_n(slot, &empty, value, false, __ATOMIC_SEQ_CST,
                                        __ATOMIC_RELAXED);
 }
-/* Empties a slot (release), returning what it held. */
-static inline uint64_t qkshim_slot_release(uint64_t *slot) {
-    return __atomic_exchange_n(slot, 0, __ATOMIC_RELEASE);
+/* Leaves `empty` in a slot (release), returning what it held. */
+static inline uint64_t qkshim_slot_release(uint64_t *slot, uint64_t empty) {
+    return __atomic_exchange_n(slot, empty, __ATOMIC_RELEASE);
 }
 /* Replaces *expected with desired if the slot holds *expected; otherwise loads it into *expected. */
 static inline bool qkshim_slot_replace(uint64_t *slot, uint64_t *expected, uint64_t desired) {
