@@ -50,3 +50,12 @@ extension ConditionLock {
     package var handOffLineAddress: UInt { UInt(bitPattern: line) }
     package static var conditionIsInTheLine: Bool { mirrorsCondition }
 }
+
+extension ConditionLock {
+    /// Takes the lock as a spinning waiter for `condition` does (one compare-and-swap, no guard),
+    /// before it has counted or recorded anything: true when it took it.
+    package func takeAsSpinner(for condition: Condition) -> Bool { takeIfSatisfied(.value(condition)) }
+
+    /// Gives back a lock taken for nothing (the condition seen after the take was another).
+    package func giveBackTakenLock() { giveBack() }
+}

@@ -19,8 +19,8 @@ import Synchronization
 struct HandOffLine: ~Copyable {
     /// The state word (``StateBit``).
     @usableFromInline let state = Atomic<UInt>(0)
-    /// Releases that went through the guard (each may leave a new condition), counted under the
-    /// guard: what a spinning acquirer watches.
+    /// Releases that may have left a new condition (every release but the plain fast one), counted
+    /// by the releasing holder: what a spinning acquirer watches.
     @usableFromInline let releases = Atomic<UInt32>(0)
     /// How many polls spinning acquirers needed lately (see `ConditionLock+Spinning.swift`).
     let spinEstimate: Atomic<UInt32>

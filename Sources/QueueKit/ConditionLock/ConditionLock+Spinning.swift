@@ -127,6 +127,11 @@ extension ConditionLock {
     @inline(__always)
     func takeIfSatisfied(_ wanted: Wanted) -> Bool {
         if wanted.isAny { return takeIfFree() }
+        if Self.mirrorsCondition, case .value(let condition) = wanted {
+            let word = line.pointee.state.load(ordering: .relaxed)
+            return word & (StateBit.locked | StateBit.queued | StateBit.guarded) == 0
+                && take(from: word, holding: condition)
+        }
         var word = line.pointee.state.load(ordering: .relaxed)
         while true {
             if word & (StateBit.locked | StateBit.queued) != 0 { return false }
@@ -145,6 +150,31 @@ extension ConditionLock {
         releaseGuard(.keep)
         return false
     }
+
+    /// For a mirrored condition (``mirrorsCondition``): takes the lock, whose state word is `word`
+    /// (free, nobody queued, nobody under the guard), if its condition is `condition`, with one
+    /// compare-and-swap and no guard. The holder alone writes a mirrored condition, so once the
+    /// lock is taken the condition is settled: the bits compared before the take are a hint (a
+    /// release between them and the take may have left another condition, with the word back as
+    /// it was), the condition read after it decides. A lock taken for nothing is given back as a
+    /// release that changes nothing, which hands it to a waiter that came meanwhile. False (the
+    /// lock not held) otherwise.
+    @inlinable @inline(__always)
+    func take(from word: UInt, holding condition: Condition) -> Bool {
+        guard mayEqual(condition),
+            line.pointee.state.compareExchange(
+                expected: word, desired: word | StateBit.locked, ordering: .acquiring
+            ).exchanged
+        else { return false }
+        if _fastPath(value == condition) { return true }
+        giveBack()
+        return false
+    }
+
+    /// Releases a lock that ``take(from:holding:)`` took for nothing, keeping the condition and
+    /// any abandonment news for the next acquirer.
+    @usableFromInline @inline(never)
+    func giveBack() { release(setting: nil, news: .keep) }
 
     /// Moves the estimate toward the polls of a spin that took the lock; halves it after one that
     /// gave up. Racy by design: concurrent updates may lose one another, which only blurs a hint.

@@ -38,6 +38,12 @@ extension ConditionLock {
     package func acquireIfIdle(when condition: Condition, recording call: StaticString, plainBy plainThread: UInt64 = 0)
         -> Bool
     {
+        if Self.mirrorsCondition {
+            // A free lock with no news, nobody queued and nobody looking: one compare-and-swap.
+            guard take(from: 0, holding: condition) else { return false }
+            didAcquire(plainBy: plainThread, recording: call)
+            return true
+        }
         guard mayEqual(condition),
             line.pointee.state.compareExchange(expected: 0, desired: StateBit.guarded, ordering: .acquiring).exchanged
         else {
@@ -320,8 +326,10 @@ extension ConditionLock {
         passOn(held: true)
     }
 
-    /// What every release does under the guard, the fast one too: counts itself (what spinners
-    /// watch) and sets the condition, if it changes it, with its mirrored bits.
+    /// What every release does while its thread still holds the lock (the holder is the only
+    /// writer of both): counts itself (what spinners watch) and sets the condition, if it changes
+    /// it. Under the guard, but for the fast release of a mirrored condition, which sets the atomic
+    /// bits without it.
     @inlinable @inline(__always)
     func recordRelease(setting newValue: Condition?) {
         line.pointee.releases.store(line.pointee.releases.load(ordering: .relaxed) &+ 1, ordering: .relaxed)

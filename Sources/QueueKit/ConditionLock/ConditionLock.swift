@@ -320,12 +320,27 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     }
 
     /// ``unlock(withCondition:)`` without the error: false (nothing changed) when the calling
-    /// thread does not hold the lock. With nobody queued and no news, the release is the guard's
+    /// thread does not hold the lock. With nobody queued and no news, the release of a mirrored
+    /// condition is one compare-and-swap after the condition's store, any other one the guard's
     /// compare-and-swap and one store (a held lock's word changes only under its guard). `plainBy`
     /// as for ``acquireIfIdle(recording:deadline:plainBy:)``.
     @inlinable @inline(__always)
     package func unlockIfHeld(setting condition: Condition, plainBy plainThread: UInt64 = 0) -> Bool {
         guard relinquishIfHeld(plainBy: plainThread) else { return false }
+        if Self.mirrorsCondition {
+            // The holder alone writes a mirrored condition (atomic bits): it sets it while it
+            // still holds the lock, then frees the word with one compare-and-swap, whose release
+            // ordering publishes the condition with the free lock.
+            recordRelease(setting: condition)
+            if _fastPath(
+                line.pointee.state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing)
+                    .exchanged)
+            {
+                return true
+            }
+            release(setting: nil, news: .clear)
+            return true
+        }
         if _fastPath(
             line.pointee.state.compareExchange(
                 expected: StateBit.locked, desired: StateBit.locked | StateBit.guarded, ordering: .acquiring

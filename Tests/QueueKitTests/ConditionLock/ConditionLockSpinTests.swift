@@ -128,6 +128,39 @@ struct ConditionLockSpinTests {
         #expect(!lock.isLocked)
     }
 
+    /// A spinner takes a free lock whose condition's bits match with one compare-and-swap; when
+    /// the condition it then reads is another (a release came between its look and its take), it
+    /// gives the lock back as a release that changes nothing: a waiter that queued meanwhile is
+    /// handed the lock, the condition and the counts are as if the take never happened.
+    @Test func aLockTakenForNothingIsGivenBackToTheWaiterThatCameMeanwhile() throws {
+        let lock = ConditionLock(condition: 4)
+        #expect(!lock.takeAsSpinner(for: 5), "bits that differ: no take")
+        #expect(!lock.isLocked)
+        #expect(lock.takeAsSpinner(for: 4))
+        #expect(lock.isLocked && lock.stats.acquisitions == 0)
+        let got = Shared<Int?>(nil)
+        let waiter = spawn {
+            do {
+                try lock.lock(before: MonotonicClock.deadline(after: .seconds(10)))
+                got.value = lock.condition
+                try lock.unlock()
+            } catch { Issue.record("lock threw \(error)") }
+        }
+        #expect(eventually { lock.queuedWaiters == 1 })
+        lock.giveBackTakenLock()
+        #expect(waits(for: waiter))
+        #expect(got.value == 4)
+        let stats = lock.stats
+        #expect(stats.acquisitions == 1 && stats.futileWakeups == 0)
+        #expect(lock.condition == 4 && !lock.isLocked)
+        // Given back with nobody waiting, the lock is simply free again.
+        #expect(lock.takeAsSpinner(for: 4))
+        lock.giveBackTakenLock()
+        #expect(!lock.isLocked)
+        try lock.lock(whenCondition: 4)
+        try lock.unlock()
+    }
+
     @Test func aWaiterForAValueEqualUnderEqualityWithOtherBitsIsLetIn() throws {
         // The bits of a plain condition spare spinners a look under the guard when they differ;
         // equality decides all the same: 0.0 == -0.0, with other bits.
