@@ -59,3 +59,13 @@ extension ConditionLock {
     /// Gives back a lock taken for nothing (the condition seen after the take was another).
     package func giveBackTakenLock() { giveBack() }
 }
+
+extension ConditionLock {
+    /// Spins as a waiter for `condition` that saw the lock held does, and takes the lock for it
+    /// (completing the acquisition) when the spin succeeds: true then.
+    package func spinAsWaiter(for condition: Condition) -> Bool {
+        guard spinForRelease(.value(condition), deadline: MonotonicClock.forever) else { return false }
+        didAcquire(by: qkshim_thread_id(), waited: false)
+        return true
+    }
+}

@@ -16,7 +16,7 @@ import Synchronization
 /// and parking_lot's spin-then-park bound theirs: an acquisition that got the lock while spinning
 /// moves the lock's estimate toward the polls it took, one that gave up halves it. The limit is
 /// twice the estimate plus a floor, so where the other side keeps being descheduled (more runnable
-/// threads than CPUs), spins shrink to the floor (about a microsecond) within a few acquisitions
+/// threads than CPUs), spins shrink to the floor (a microsecond or two) within a few acquisitions
 /// instead of burning the CPU that side needs; they grow back once spinning succeeds again.
 ///
 /// Fairness is unchanged: a spinning thread is a newcomer, it takes only a free lock and only while
@@ -25,7 +25,7 @@ extension ConditionLock {
     /// The spin's bounds, in polls (each a CPU hint and a load of the lock's line).
     enum SpinLimits {
         /// Polls every spin may make, however badly spinning went lately.
-        static var floor: UInt32 { 16 }
+        static var floor: UInt32 { 64 }
         /// The most polls a spin makes (tens of microseconds at most).
         static var ceiling: UInt32 { 1_000 }
         /// The estimate a new lock starts with.
@@ -64,8 +64,11 @@ extension ConditionLock {
         let timed = deadline != MonotonicClock.forever
         var seen = line.pointee.releases.load(ordering: .relaxed)
         // Whether the lock was seen held since the last look at the condition: its release may
-        // have left a new condition, or the same one on a free lock.
-        var sawHeld = false
+        // have left a new condition, or the same one on a free lock. True at first: the caller
+        // saw the lock held (or the condition another), and the release it waits for may have
+        // come before `seen` was read; a spin that waited for a later change would wait for a
+        // release that is not coming (in a ping-pong, the other thread waits for this one).
+        var sawHeld = true
         var polls: UInt32 = 0
         // Polls made while the holder was waking up, which say nothing of how long holders hold.
         var wakingPolls: UInt32 = 0

@@ -128,6 +128,26 @@ struct ConditionLockSpinTests {
         #expect(!lock.isLocked)
     }
 
+    /// The release a spinner waits for may come between the caller's look (the lock held) and the
+    /// spin's first poll: the spin then finds the lock free with its condition and takes it at
+    /// once, instead of waiting for a later release that may never come (in a ping-pong the other
+    /// thread waits for this one: the spin ran to its limit, and the thread queued to sleep).
+    @Test func aSpinThatStartsAfterTheReleaseItWaitsForTakesTheLock() throws {
+        for condition in [3, 7] {
+            let lock = ConditionLock(condition: 0)
+            try lock.lock()
+            try lock.unlock(withCondition: condition)
+            lock.recordSpin(succeededAfter: nil)  // the smallest limit: no luck to rely on
+            #expect(lock.spinAsWaiter(for: condition))
+            #expect(lock.isLocked && lock.condition == condition)
+            try lock.unlock()
+        }
+        // A free lock with another condition is not taken: the spin gives up at its limit.
+        let other = ConditionLock(condition: 1)
+        #expect(!other.spinAsWaiter(for: 2))
+        #expect(!other.isLocked)
+    }
+
     /// A spinner takes a free lock whose condition's bits match with one compare-and-swap; when
     /// the condition it then reads is another (a release came between its look and its take), it
     /// gives the lock back as a release that changes nothing: a waiter that queued meanwhile is
