@@ -137,7 +137,7 @@ struct ConditionLockSpinTests {
             let lock = ConditionLock(condition: 0)
             try lock.lock()
             try lock.unlock(withCondition: condition)
-            lock.recordSpin(succeededAfter: nil)  // the smallest limit: no luck to rely on
+            lock.recordSpin(succeededAfter: nil) // the smallest limit: no luck to rely on
             #expect(lock.spinAsWaiter(for: condition))
             #expect(lock.isLocked && lock.condition == condition)
             try lock.unlock()
