@@ -142,6 +142,16 @@ sys.exit(0 if percent >= floor else 1)' "$COVERAGE_FLOOR"
 # sources and tests (.swift-format), `clang-format --dry-run --Werror` over the C and C++ sources
 # of the library, its public headers, the examples and the test programs (.clang-format). Fails
 # when either reports a difference.
+# Builds the counting program Benchmarks/counts/NAME.c into DIR against the library installed in
+# PREFIX (default stage/), with any further compiler arguments.
+#   build_counts NAME DIR [ARG...]
+build_counts() {
+    local name=$1 dir=$2 prefix=${PREFIX:-$STAGE_DIR}
+    shift 2
+    clang -O2 -g -o "$dir/$name" "$ROOT/Benchmarks/counts/$name.c" -I"$prefix/include" -L"$prefix/lib" \
+        -Wl,-rpath,"$prefix/lib" "$@" -lqueuekit -lpthread
+}
+
 # Instructions per iteration of each kernel of a counting program (Benchmarks/counts/*.c: its
 # arguments are KERNEL ITERATIONS, and it calls measure() around the counted iterations), by
 # callgrind collecting only inside measure(); --fair-sched=yes, so that threads take turns as on a

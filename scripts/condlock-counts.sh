@@ -9,13 +9,9 @@
 #   ./scripts/condlock-counts.sh [KERNEL...]
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-PREFIX=${PREFIX:-$STAGE_DIR}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-clang -O2 -g -o "$work/condlock_counts" "$ROOT/Benchmarks/counts/condlock_counts.c" -I"$PREFIX/include" \
-    -L"$PREFIX/lib" -Wl,-rpath,"$PREFIX/lib" -lqueuekit -lpthread
-kernels=("$@")
-if [ ${#kernels[@]} -eq 0 ]; then
-    kernels=(qk_lock_unlock mutex_lock_unlock qk_lock_when_unlock_with mutex_cond_when_with)
-fi
+build_counts condlock_counts "$work"
+kernels=("${@:-qk_lock_unlock}")
+[ $# -gt 0 ] || kernels+=(mutex_lock_unlock qk_lock_when_unlock_with mutex_cond_when_with)
 count_per_call "$work/condlock_counts" "${N:-20000}" "${kernels[@]}"

@@ -16,8 +16,7 @@ N=${N:-20000}
 WRITES=${WRITES:-10}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-clang -O2 -g -o "$work/dbqueue_counts" "$ROOT/Benchmarks/counts/dbqueue_counts.c" -I"$PREFIX/include" \
-    -L"$PREFIX/lib" -Wl,-rpath,"$PREFIX/lib" -lqueuekit -lpthread
+build_counts dbqueue_counts "$work"
 kernels=("$@")
 if [ ${#kernels[@]} -eq 0 ]; then
     kernels=(read read_counted read_nested direct_call write write_then_read mixed_1 mixed_4)
