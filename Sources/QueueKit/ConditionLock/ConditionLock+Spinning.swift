@@ -16,7 +16,7 @@ import Synchronization
 /// and parking_lot's spin-then-park bound theirs: an acquisition that got the lock while spinning
 /// moves the lock's estimate toward the polls it took, one that gave up halves it. The limit is
 /// twice the estimate plus a floor, so where the other side keeps being descheduled (more runnable
-/// threads than CPUs), spins shrink to the floor (a microsecond or two) within a few acquisitions
+/// threads than CPUs), spins shrink to the floor (a few microseconds) within a few acquisitions
 /// instead of burning the CPU that side needs; they grow back once spinning succeeds again.
 ///
 /// Fairness is unchanged: a spinning thread is a newcomer, it takes only a free lock and only while
@@ -25,7 +25,7 @@ extension ConditionLock {
     /// The spin's bounds, in polls (each a CPU hint and a load of the lock's line).
     enum SpinLimits {
         /// Polls every spin may make, however badly spinning went lately.
-        static var floor: UInt32 { 64 }
+        static var floor: UInt32 { 256 }
         /// The most polls a spin makes (tens of microseconds at most).
         static var ceiling: UInt32 { 1_000 }
         /// The estimate a new lock starts with.

@@ -158,15 +158,13 @@ extension ConditionLock {
                 return
             }
             try checkDeadline(deadline)
-            spun = true
         }
-        let pureSpin = !spun
         let outcome = Parker.withParker { parker in
             withUnsafeTemporaryAllocation(of: Waiter.self, capacity: 1) { buffer in
                 let node = buffer.baseAddress!
                 node.initialize(to: Waiter(parker: parker, threadID: me, wanted: wanted))
                 defer { node.deinitialize(count: 1) }
-                return wait(queuing: node, until: deadline, pureSpin: pureSpin, call: call)
+                return wait(queuing: node, until: deadline, call: call)
             }
         }
         switch outcome {
@@ -220,19 +218,21 @@ extension ConditionLock {
     /// `.refused` the wait would have closed a cycle across threads: `node` is unlinked, nothing
     /// was taken, and the deadlock handler has the report.
     func wait(
-        queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64, pureSpin: Bool, call: StaticString
+        queuing node: UnsafeMutablePointer<Waiter>, until deadline: UInt64, call: StaticString
     ) -> WaitOutcome {
-        // Only the first waiter polls hot, and only if it did not spin already; the ones behind
-        // it only yield, so they never burn the CPUs that the threads ahead of them need to run
-        // and release.
-        let first = head == nil && pureSpin
+        // Only the first waiter polls hot, also after a spin that gave up: a hand-off to a waiter
+        // that yields between polls takes longer than the other side's spin, which then gives up
+        // and queues too, and a ping-pong keeps going through the queue (measured: a tenth of the
+        // hand-offs, several times the round's cost). The ones behind it only yield, so they
+        // never burn the CPUs that the threads ahead of them need to run and release.
+        let first = head == nil
         append(node)
         releaseGuard(.keep)
         return waitForHandOff(node, first: first, until: deadline, call: call)
     }
 
     /// Waits for a hand-off to the queued `node` or the deadline (the caller holds nothing); the
-    /// outcomes of ``wait(queuing:until:pureSpin:call:)``. `first`: the node was the first in line.
+    /// outcomes of ``wait(queuing:until:call:)``. `first`: the node was the first in line.
     func waitForHandOff(
         _ node: UnsafeMutablePointer<Waiter>, first: Bool, until deadline: UInt64, call: StaticString
     ) -> WaitOutcome {

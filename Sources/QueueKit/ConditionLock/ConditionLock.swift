@@ -54,8 +54,8 @@ enum StateBit {
 ///   `ConditionLock+Spinning.swift`); a waiter for a value that a plain condition's mirrored bits
 ///   rule out does not even look under the guard, and a holder that was handed the lock asleep is
 ///   spun through, not queued behind. Then it queues and polls its own word for a bounded time
-///   (`Parker.spinBudget`, 12 µs): the first waiter in the queue polls hot for 2 µs unless it
-///   spun already, then every waiter yields its CPU between polls; then it sleeps in the kernel.
+///   (`Parker.spinBudget`, 12 µs): the first waiter in the queue polls hot for 2 µs, then every
+///   waiter yields its CPU between polls; then it sleeps in the kernel.
 ///   A two-thread ping-pong thus costs a few atomic steps per hand-off instead of two system
 ///   calls and two scheduler round trips, and a thread that yields never takes the CPU from the
 ///   thread it waits for.
