@@ -301,13 +301,21 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
     @inlinable @inline(__always)
     package func unlockIfHeld(plainBy plainThread: UInt64 = 0) -> Bool {
         guard relinquishIfHeld(plainBy: plainThread) else { return false }
+        freeHeldWord()
+        return true
+    }
+
+    /// The last step of a release whose condition is settled (owner cleared): frees a word that
+    /// says only "held" with one compare-and-swap; anything more (waiters, news, a holder handed
+    /// the lock asleep) goes through the guard and hands the lock on.
+    @inlinable @inline(__always)
+    func freeHeldWord() {
         if _fastPath(
             line.pointee.state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing).exchanged)
         {
-            return true
+            return
         }
         release(setting: nil, news: .clear)
-        return true
     }
 
     /// Sets the condition and releases the lock in one step: no thread sees the lock free with the
@@ -332,13 +340,7 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
             // still holds the lock, then frees the word with one compare-and-swap, whose release
             // ordering publishes the condition with the free lock.
             recordRelease(setting: condition)
-            if _fastPath(
-                line.pointee.state.compareExchange(expected: StateBit.locked, desired: 0, ordering: .releasing)
-                    .exchanged)
-            {
-                return true
-            }
-            release(setting: nil, news: .clear)
+            freeHeldWord()
             return true
         }
         if _fastPath(
