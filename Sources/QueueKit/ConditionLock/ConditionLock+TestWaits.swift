@@ -8,10 +8,11 @@ import QueueKitShim
 /// Equality is not enough for real programs: a pool waits for "count != 0", a pipeline for
 /// "sequence >= n". ``lock(where:)`` acquires the lock when a test of the condition holds;
 /// ``wait(until:)`` is `pthread_cond_wait` without the loop: the holder releases, waits until the
-/// test holds and returns holding the lock. Both keep the lock's rules: a release hands the lock
+/// test holds and returns holding the lock. Both keep the lock's rules: a release passes the lock
 /// to the first queued waiter, in arrival order, that the new state satisfies (a plain `lock`
 /// any, `lock(whenCondition: c)` on equality, a test waiter when its test is true) and wakes only
-/// that one; nobody else is woken, so no wake-up is futile.
+/// that one; nobody else is woken (a wake-up is futile only when a running thread took the lock
+/// first: see ``ConditionLock/fairnessBound``).
 ///
 /// **The test** is called by the releasing thread under the lock's internal guard (or by the
 /// waiting thread on its way in), any number of times: it must be cheap, must not block, must

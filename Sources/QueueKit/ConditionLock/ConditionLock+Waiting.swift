@@ -262,7 +262,16 @@ extension ConditionLock {
                 refusal.deliver()
                 return .refused
             }
-            handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, spin: false)
+            // A release may wake us to take the lock ourselves (see ``passOn(held:)``): when a
+            // running thread took it first, or the state no longer satisfies us, we wait again at
+            // our place in line, and that wake-up was futile.
+            var spin = false
+            while true {
+                handedOff = parker.park(until: deadline, futileWakeups: &futileWakeups, pureSpin: false, spin: spin)
+                guard handedOff && parker.isWoken && !retake(node) else { break }
+                futileWakeups += 1
+                spin = true
+            }
             WaitRegistry.withdraw(record)
         }
         if futileWakeups > 0 {
@@ -271,15 +280,41 @@ extension ConditionLock {
         if handedOff { return .acquired }
 
         // The deadline passed. A release may be handing us the lock right now: whichever of the
-        // two got the guard first wins. The releaser sets our word under the guard.
+        // two got the guard first wins. The releaser sets our word under the guard. A release that
+        // woke us to take the lock ourselves left it free for us: passed on to the next in line.
         acquireGuard()
-        handedOff = parker.isSet
-        if !handedOff {
-            unlink(node)
-            timeoutCount.add(1, ordering: .relaxed)
+        if parker.isSet {
+            releaseGuard(.keep)
+            return .acquired
         }
-        releaseGuard(.keep)
-        return handedOff ? .acquired : .timedOut
+        unlink(node)
+        timeoutCount.add(1, ordering: .relaxed)
+        passOn(held: false)
+        return .timedOut
+    }
+
+    /// A waiter woken to take the lock itself (``Parker/woken``, the caller holds nothing) takes
+    /// it when it is free, the state satisfies it and nobody ahead of it in line is satisfied.
+    /// Otherwise it stays at its place in line, its word back to idle, and a free lock is passed on
+    /// to the first the state satisfies (normally nobody: the lock is held, or the state changed).
+    /// True when the calling thread holds the lock: taken, or handed over meanwhile.
+    func retake(_ node: UnsafeMutablePointer<Waiter>) -> Bool {
+        let parker = node.pointee.parker!
+        let observed = acquireGuard()
+        if parker.isSet {
+            releaseGuard(.keep)
+            return true
+        }
+        if observed & StateBit.locked == 0 && satisfies(node.pointee.wanted) && firstSatisfied() == node
+            && takeIfFree()
+        {
+            unlink(node)
+            releaseGuard(.keep)
+            return true
+        }
+        parker.rearm()
+        passOn(held: false)
+        return false
     }
 
     /// The holder's first step of every release: ownership check, owner cleared, one lock fewer.
@@ -373,6 +408,27 @@ extension ConditionLock {
             continuation?.resume(returning: false)
             return
         }
+        // Eventual fairness: a thread asleep in the kernel (or woken and on its way) is not handed
+        // the lock but woken to take it itself, and the lock stays free meanwhile: a running thread
+        // may take it first instead of waiting for the wake-up's latency, during which a strict
+        // hand-off leaves the lock held by a thread that is not running (a convoy: pigz's eight
+        // threads on two CPUs left a tenth of the CPU time idle). Once it has been woken so for
+        // `fairnessBound` (its clock starts at the first such wake-up: waiting for a condition is
+        // not being overtaken), it is handed the lock, so nobody starves. A thread still polling
+        // its word is handed the lock at once.
+        let parker = chosen.pointee.parker!
+        let word = parker.word
+        let wordState = qkshim_atomic_load32(word)
+        if wordState != Parker.idle {
+            let now = MonotonicClock.now()
+            if chosen.pointee.since == 0 { chosen.pointee.since = now }
+            if now &- chosen.pointee.since < Self.fairnessBound {
+                let asleep = wordState == Parker.sleeping && parker.setWoken()
+                releaseGuard(held ? .drop : .keep)
+                if asleep { Parker.wake(word) }
+                return
+            }
+        }
         if !held && !takeIfFree() {
             releaseGuard(.keep)
             return
@@ -380,8 +436,6 @@ extension ConditionLock {
         unlink(chosen)
         line.pointee.owner.store(chosen.pointee.threadID, ordering: .relaxed)
         // Setting the word is the hand-off; from here on `chosen` may be gone.
-        let parker = chosen.pointee.parker!
-        let word = parker.word
         let asleep = parker.setWord()
         releaseGuard(.keep, handedToSleeper: asleep)
         if asleep { Parker.wake(word) }

@@ -37,17 +37,21 @@ enum StateBit {
 /// releases in one step, so no thread ever sees the lock free with the old value.
 ///
 /// How waiting works:
-/// - **Direct hand-off, no herd.** A thread that must wait queues a record on its own stack and
+/// - **One waiter woken, no herd.** A thread that must wait queues a record on its own stack and
 ///   sleeps on its own word. The releasing thread picks the *first* queued waiter, in arrival
 ///   order, that the new state satisfies (a plain `lock` waiter accepts any condition; a
-///   `lock(whenCondition: c)` waiter needs the condition to be `c`), makes it the owner and wakes
-///   only that thread. Waiters for other values are not touched, so a wake-up is never futile
-///   (``Stats/futileWakeups`` counts only spurious kernel wake-ups).
-/// - **Fairness.** Waiters for the same value are served strictly in arrival order. A newcomer
-///   can only take a *free* lock, and the lock is never left free while a queued waiter could
-///   take it (the release hands it over instead), so barging never overtakes a waiter that the
-///   state satisfies: no starvation, at the price of a context switch per contended hand-off
-///   under heavy plain-mutex contention.
+///   `lock(whenCondition: c)` waiter needs the condition to be `c`) and wakes only that thread.
+///   Waiters for other values are not touched. A waiter still polling its word, or asleep for
+///   longer than ``fairnessBound``, is handed the lock: made the owner before it runs.
+/// - **Eventual fairness.** A waiter asleep in the kernel is woken to take the lock itself, and
+///   the lock stays free meanwhile: a running thread may take it first (barging), instead of
+///   waiting for the sleeper's wake-up while the lock is held by a thread that is not running,
+///   which under contention on few CPUs becomes a convoy. The woken waiter takes the lock if it is
+///   still free and the state still satisfies it; otherwise it waits again at its place in line
+///   (a futile wake-up, counted in ``Stats/futileWakeups``). Queued waiters never overtake one
+///   another, and a waiter overtaken for ``fairnessBound`` (1 ms, counted from the first release
+///   that woke it so: waiting for a condition is not being overtaken) is handed the lock, so
+///   nobody starves (parking_lot's rule).
 /// - **Spin, then queue, then sleep.** A thread that cannot take the lock first spins on the
 ///   lock's own line while nobody is queued, for as long as spinning succeeded on this lock
 ///   lately, and takes the lock as a newcomer when a release lets it in (see
@@ -91,8 +95,10 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         /// Times a queued thread resumed: by a hand-off (whether it was polling its word or
         /// asleep) or spuriously. A thread that took the lock while spinning was not woken.
         public var wakeups: UInt64 = 0
-        /// Wake-ups after which the thread had to wait again (only spurious kernel wake-ups: the
-        /// lock never wakes a waiter that the new state does not satisfy).
+        /// Wake-ups after which the thread had to wait again: a waiter woken to take the lock
+        /// itself that a running thread overtook (see ``ConditionLock/fairnessBound``), and
+        /// spurious kernel wake-ups. The lock never wakes a waiter that the state it releases with
+        /// does not satisfy.
         public var futileWakeups: UInt64 = 0
         /// Timed calls that threw ``QueueKitError/timedOut``, past deadlines included.
         public var timeouts: UInt64 = 0
@@ -102,6 +108,11 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
 
         public init() {}
     }
+
+    /// How long a waiter may be overtaken by running threads, from the first release that woke it
+    /// to take the lock itself, before a release hands it the lock: 1 ms, in nanoseconds (the
+    /// bound of ``DBQueue/fairnessBound``).
+    public static var fairnessBound: UInt64 { Fairness.bound }
 
     /// A queued waiter: a thread (on its stack, handed the lock directly) or a suspended task
     /// (on the heap for the wait, woken and then acquiring by itself: ``SuspendedWaiter``).
@@ -117,6 +128,9 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         var previous: UnsafeMutablePointer<Waiter>? = nil
         /// Whether the node is in the queue.
         var isQueued = false
+        /// When a release first woke it to take the lock itself (`MonotonicClock`), for eventual
+        /// fairness; 0 before.
+        var since: UInt64 = 0
     }
 
     enum WaitOutcome { case acquired, timedOut, refused }

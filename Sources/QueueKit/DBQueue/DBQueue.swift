@@ -64,7 +64,7 @@ public final class DBQueue: @unchecked Sendable {
     /// nanoseconds (Rust's parking_lot uses 0.5 ms). Long enough that the hand-offs it forces
     /// cost nothing measurable; short enough that a writer's worst wait under a storm of readers
     /// stays near it.
-    public static let fairnessBound: UInt64 = 1_000_000
+    public static let fairnessBound: UInt64 = Fairness.bound
 
     /// Everything the fast paths need, in one word (see `StateBit`). A new queue is read-biased.
     @usableFromInline let state = Atomic<UInt>(StateBit.biased)

@@ -10,7 +10,8 @@ import QueueKitShim
 ///
 /// The word lives in the waiter's stack frame (`Parker.withParker`, or inside a larger waiter
 /// record), so parking allocates nothing. It has three states: `idle`, `sleeping` (the waiter has
-/// announced that it is about to sleep in the kernel) and `set`. The waker exchanges the word to
+/// announced that it is about to sleep in the kernel) and `set` (and `woken`, the condition lock's:
+/// woken to retry rather than handed anything). The waker exchanges the word to
 /// `set` and makes the `futex_wake` system call only when the waiter had announced its sleep, so a
 /// hand-off to a spinning waiter costs no system call. The waiter returns as soon as it sees `set`
 /// and may reuse the memory at once: the waker touches the word only through that one exchange,
@@ -33,6 +34,10 @@ struct Parker {
     static let idle: UInt32 = 0
     static let set: UInt32 = 1
     static let sleeping: UInt32 = 2
+    /// Set instead of `set` by a condition lock's release that wakes its waiter to take the lock
+    /// itself, not handing it over (eventual fairness, see `ConditionLock+Waiting.swift`). The
+    /// wait ends on `set` and on `woken` alike (both odd); only the condition lock uses `woken`.
+    static let woken: UInt32 = 3
 
     let word: UnsafeMutablePointer<UInt32>
 
@@ -47,6 +52,26 @@ struct Parker {
     }
 
     var isSet: Bool { qkshim_atomic_load32(word) == Self.set }
+
+    /// Whether the wait has ended: the word is `set` or `woken`.
+    var hasEnded: Bool { qkshim_atomic_load32(word) & 1 != 0 }
+
+    /// Whether the word is `woken` (the waiter must now try to take what it waits for itself).
+    var isWoken: Bool { qkshim_atomic_load32(word) == Self.woken }
+
+    /// Sets the word to `woken` rather than `set`: as `setWord`, true when the waiter sleeps in the
+    /// kernel and must be woken with `wake(_:)`.
+    @inline(__always)
+    func setWoken() -> Bool {
+        qkshim_atomic_exchange32(word, Self.woken) == Self.sleeping
+    }
+
+    /// Back to `idle` after a `woken` wait that must go on (only the waiter, under the lock that
+    /// its wakers hold when they set the word).
+    @inline(__always)
+    func rearm() {
+        qkshim_atomic_store32(word, Self.idle)
+    }
 
     /// Sets the word. Returns true when the waiter sleeps in the kernel and must be woken with
     /// `wake(_:)`; after this call the word's memory may already belong to someone else.
@@ -68,7 +93,8 @@ struct Parker {
         if setWord() { Self.wake(word) }
     }
 
-    /// Waits until `unpark` or the deadline. Returns true when unparked, false at the deadline.
+    /// Waits until `unpark` (or `setWoken`) or the deadline. Returns true when unparked, false at
+    /// the deadline.
     /// `spin: false` goes to sleep at once (for a waiter that already spun on what it waits for).
     func park(until deadline: UInt64 = MonotonicClock.forever, spin: Bool = true) -> Bool {
         var futileWakeups = 0
@@ -86,23 +112,25 @@ struct Parker {
         if spin && spinUntilSet(deadline: deadline, pureSpin: pureSpin) { return true }
         // Announce the sleep. If the word was set meanwhile, the exchange overwrote `set`: put it
         // back (the waker never looks at the word again) and we are done.
-        if qkshim_atomic_exchange32(word, Self.sleeping) == Self.set {
-            qkshim_atomic_store32(word, Self.set)
+        let previous = qkshim_atomic_exchange32(word, Self.sleeping)
+        if previous & 1 != 0 {
+            qkshim_atomic_store32(word, previous)
             return true
         }
         while true {
             let result = qkshim_futex_wait(word, Self.sleeping, deadline)
-            if isSet { return true }
+            if hasEnded { return true }
             if result == ETIMEDOUT { return false }
             if deadline != MonotonicClock.forever && MonotonicClock.now() >= deadline { return false }
             futileWakeups += 1
         }
     }
 
-    /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set.
+    /// Polls the word for at most `spinBudget` (and not past `deadline`). True when it was set (or
+    /// `woken`).
     @inline(__always)
     func spinUntilSet(deadline: UInt64, pureSpin: Bool) -> Bool {
-        Self.spin(until: deadline, pureSpin: pureSpin) { isSet }
+        Self.spin(until: deadline, pureSpin: pureSpin) { hasEnded }
     }
 
     /// The spin policy of every QueueKit waiter: polls `condition` for at most `spinBudget` (and

@@ -49,7 +49,10 @@ extension ConditionLockCTests {
         for semaphore in done { #expect(waits(for: semaphore)) }
         #expect(counter.pointee == threads * iterations)
         #expect(lock.stats.acquisitions == UInt64(threads * iterations))
-        #expect(lock.stats.futile_wakeups == 0)
+        // Newcomers may overtake a sleeping waiter (for at most the fairness bound), which then
+        // had a futile wake-up; the waits for one value with nobody else running are exact
+        // (`handOffs0To1To2To3` and the tests after it).
+        #expect(lock.stats.futile_wakeups <= lock.stats.wakeups)
         #expect(lock.destroy() == 0)
     }
 
@@ -131,26 +134,34 @@ extension ConditionLockCTests {
         #expect(lock.destroy() == 0)
     }
 
-    @Test func theReleaseHandsTheLockOverSoNewcomersCannotBarge() {
+    @Test func aNewcomerTakesOnlyAFreeLockAndTheQueuedWaiterStillGetsIt() {
+        // A release either hands the lock to the waiter (polling, or asleep past the fairness
+        // bound) or wakes it and leaves the lock free (asleep: eventual fairness), so a running
+        // newcomer may get it first. Either way the newcomer gets only a free lock, and the waiter,
+        // still in line, gets the lock after it.
         let lock = CLock(0)
         #expect(lock.lock() == 0)
+        let order = Recorder()
         let waiter = spawn {
             #expect(lock.lock(when: 5, until: bounded) == 0)
+            order.record("waiter")
             #expect(lock.unlock() == 0)
         }
         #expect(eventually { lock.waiters == 1 })
-        let gate = DispatchSemaphore(value: 0)
-        // The waiter may not even be running yet, but it already owns the lock.
         #expect(lock.unlock(with: 5) == 0)
-        let newcomer = spawn {
-            let status = lock.trylock(when: 5)
-            if status == 0 { _ = lock.unlock() }
-            #expect(status == EBUSY || lock.stats.acquisitions == 3, "a newcomer only gets a lock the waiter released")
-            gate.signal()
+        let status = lock.trylock(when: 5)
+        #expect(status == 0 || status == EBUSY)
+        if status == 0 {
+            // Either the waiter was done already, or it has not run its critical section and
+            // is still in line: overtaken.
+            let overtaken = order.events.isEmpty
+            order.record("newcomer")
+            if overtaken { #expect(lock.waiters == 1) }
+            #expect(lock.unlock() == 0)
         }
-        #expect(waits(for: gate))
-        #expect(waits(for: newcomer))
         #expect(waits(for: waiter))
+        #expect(order.events.sorted() == (status == 0 ? ["newcomer", "waiter"] : ["waiter"]))
+        #expect(lock.stats.acquisitions == (status == 0 ? 3 : 2))
         #expect(lock.stats.contended == 1)
         #expect(lock.destroy() == 0)
     }
@@ -283,7 +294,7 @@ extension ConditionLockCTests {
 
     @Test func boundedProducerConsumerConsumesEveryItemExactlyOnce() {
         // A two-state buffer: EMPTY (0) and FULL (1), one slot. Four producers wait for
-        // EMPTY, four consumers for FULL; each hand-off wakes exactly one thread of the other kind.
+        // EMPTY, four consumers for FULL; each release wakes at most one thread, of the other kind.
         let empty = 0
         let full = 1
         let lock = CLock(empty)
@@ -312,7 +323,9 @@ extension ConditionLockCTests {
         for semaphore in producers + consumers { #expect(waits(for: semaphore)) }
         #expect(consumed.value.allSatisfy { $0 == 1 })
         #expect(lock.condition == empty)
-        #expect(lock.stats.futile_wakeups == 0)
+        // A running thread of the same kind may take the slot ahead of one woken for it (eventual
+        // fairness), which then waits again: the only futile wake-ups there are.
+        #expect(lock.stats.futile_wakeups <= lock.stats.wakeups)
         #expect(lock.destroy() == 0)
     }
 

@@ -217,7 +217,10 @@ struct ConditionLockSpinTests {
                 Issue.record("lock(whenCondition: 1) threw \(error)")
             }
         }
+        // Overtaken for the fairness bound: the release hands it the lock (before that it would
+        // only be woken to take it itself).
         #expect(eventually { lock.firstWaiterSleeps })
+        lock.setFirstWaiterOvertaken(for: ConditionLock<Int>.fairnessBound)
         #expect(!lock.holderWasHandedAsleep)
         try lock.unlock(withCondition: 1)
         #expect(waits(for: holding))
