@@ -16,7 +16,8 @@ import QueueKitShim
 /// hand-off to a spinning waiter costs no system call. The waiter returns as soon as it sees `set`
 /// and may reuse the memory at once: the waker touches the word only through that one exchange,
 /// and a late `futex_wake` on the address only risks a spurious wake-up, which every wait loop
-/// here tolerates (and reports as futile).
+/// here tolerates (and reports as futile). (A `woken` word may be exchanged again, to `set`, but
+/// only under the condition lock's guard while its waiter is still queued, so still alive.)
 struct Parker {
     /// How long a waiter polls its word before it sleeps in the kernel, in nanoseconds. A
     /// hand-off between two running threads completes in well under a microsecond, while a sleep
