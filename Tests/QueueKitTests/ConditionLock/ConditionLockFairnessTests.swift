@@ -19,7 +19,22 @@ import Testing
 @Suite("Condition lock: eventual fairness")
 struct ConditionLockFairnessTests {
     /// How the overtaken waiter waits.
-    enum Kind: String, CaseIterable, Sendable { case when, test, await }
+    enum Kind: String, CaseIterable, Sendable {
+        case when, test, await
+
+        /// Waits as this kind of waiter for a condition of 5 or more and returns holding `lock`;
+        /// an `await` first takes the lock and signals `holding`.
+        func acquire(_ lock: ConditionLock<Int>, holding: DispatchSemaphore) throws {
+            switch self {
+            case .when: try lock.lock(whenCondition: 5)
+            case .test: try lock.lock(where: { $0 >= 5 })
+            case .await:
+                try lock.lock()
+                holding.signal()
+                try lock.wait(until: { $0 >= 5 })
+            }
+        }
+    }
 
     @Test(arguments: Kind.allCases)
     func aRunningThreadMayOvertakeASleepingWaiterWhichKeepsItsPlaceInLine(kind: Kind) throws {
@@ -41,14 +56,7 @@ struct ConditionLockFairnessTests {
         let holding = DispatchSemaphore(value: 0)
         let first = spawn {
             do {
-                switch kind {
-                case .when: try lock.lock(whenCondition: 5)
-                case .test: try lock.lock(where: { $0 >= 5 })
-                case .await:
-                    try lock.lock()
-                    holding.signal()
-                    try lock.wait(until: { $0 >= 5 })
-                }
+                try kind.acquire(lock, holding: holding)
                 order.record("first")
                 try lock.unlock(withCondition: 6)
             } catch {
@@ -113,14 +121,7 @@ struct ConditionLockFairnessTests {
         let release = DispatchSemaphore(value: 0)
         let waiter = spawn {
             do {
-                switch kind {
-                case .when: try lock.lock(whenCondition: 5)
-                case .test: try lock.lock(where: { $0 >= 5 })
-                case .await:
-                    try lock.lock()
-                    holding.signal()
-                    try lock.wait(until: { $0 >= 5 })
-                }
+                try kind.acquire(lock, holding: holding)
                 taken.signal()
                 _ = waits(for: release)
                 try lock.unlock()
