@@ -41,8 +41,8 @@ enum StateBit {
 ///   sleeps on its own word. The releasing thread picks the *first* queued waiter, in arrival
 ///   order, that the new state satisfies (a plain `lock` waiter accepts any condition; a
 ///   `lock(whenCondition: c)` waiter needs the condition to be `c`) and wakes only that thread.
-///   Waiters for other values are not touched. A waiter still polling its word, or asleep for
-///   longer than ``fairnessBound``, is handed the lock: made the owner before it runs.
+///   Waiters for other values are not touched. A waiter still polling its word, or one that has
+///   been overtaken for ``fairnessBound``, is handed the lock: made the owner before it runs.
 /// - **Eventual fairness.** A waiter asleep in the kernel is woken to take the lock itself, and
 ///   the lock stays free meanwhile: a running thread may take it first (barging), instead of
 ///   waiting for the sleeper's wake-up while the lock is held by a thread that is not running,
@@ -93,7 +93,8 @@ public final class ConditionLock<Condition: Equatable & Sendable>: @unchecked Se
         /// they were handed the lock.
         public var contended: UInt64 = 0
         /// Times a queued thread resumed: by a hand-off (whether it was polling its word or
-        /// asleep) or spuriously. A thread that took the lock while spinning was not woken.
+        /// asleep), woken to take the lock itself, or spuriously. A thread that took the lock
+        /// while spinning was not woken.
         public var wakeups: UInt64 = 0
         /// Wake-ups after which the thread had to wait again: a waiter woken to take the lock
         /// itself that a running thread overtook (see ``ConditionLock/fairnessBound``), and
